@@ -1,0 +1,49 @@
+# Photon: the two commands of the quick start are `make demo` and `make test`.
+# Each installs what it needs (Debian packages, the virtualenv from the lock),
+# starts what it needs and stops it again.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint unit integration e2e install system-deps lock clean
+
+demo: install                       ## the main job on embedded defaults
+	$(BIN)/photon demo
+
+test: install lint                  ## the whole suite: lint, unit, integration, e2e
+	$(BIN)/python -m pytest
+
+unit integration e2e: install       ## one tier of the suite
+	$(BIN)/python -m pytest -m $@
+
+lint: install                       ## ruff and mypy, as CI runs them
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+install: system-deps $(STAMP)
+
+system-deps:
+	./infra/install-system-deps.sh
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+lock:                               ## re-resolve pyproject.toml and rewrite constraints.txt
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e '.[dev]'
+	{ head -3 constraints.txt; .lock-venv/bin/pip freeze --exclude-editable \
+	  | grep -v '^photon-streams'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .lock-venv
+
+clean:                              ## remove the virtualenv and local state
+	-[ -x $(BIN)/photon ] && $(BIN)/photon down --purge
+	rm -rf $(VENV) .photon .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the Debian packages the local stack runs on, when they are missing:
+# ZooKeeper (its jars and a Java runtime) and Redis. Idempotent; prints what it does.
+# Runs apt-get as root, or through sudo when that is available.
+set -euo pipefail
+
+need=()
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "system packages: zookeeper, java and redis-server are present"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "error: need root or sudo to install: ${need[*]}" >&2
+  exit 1
+fi
+
+echo "system packages: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts no services without systemd; where it did start redis, leave it be:
+# the stack runs its own redis-server on its own port.
+echo "system packages: done"

@@ -1,0 +1,386 @@
+"""One layered settings object for every part of Photon.
+
+Layers, highest first: values passed in code, ``PHOTON_*`` environment
+variables (nested with ``__``: ``PHOTON_STACK__REDIS_PORT=6380``), an optional
+TOML config file (``--config FILE`` or ``PHOTON_CONFIG``), then the defaults
+below, which run the local stack on loopback.
+
+Lists can be given in the environment as JSON (``["a","b"]``) or comma
+separated (``a,b``). Invalid values fail at start with :class:`SettingsError`,
+whose message names each bad setting both as a dotted path and as its
+environment variable.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import json
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "PHOTON_"
+CONFIG_ENV_VAR = "PHOTON_CONFIG"
+
+_DC_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_ZNODE_PATH = re.compile(r"(/[A-Za-z0-9_.-]+)+")
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message names every bad setting."""
+
+
+def _split_list(value: Any) -> Any:
+    """Accept a JSON list or a comma-separated string for list settings."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{text!r} is neither a JSON list nor comma-separated") from exc
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ZooKeeperSettings(_Section):
+    """The IdRegistry's ensemble. ``hosts`` unset means the local stack's nodes."""
+
+    hosts: Annotated[list[str] | None, NoDecode] = None
+    root: str = "/photon"
+    session_timeout_s: PositiveSeconds = 10.0
+    connect_timeout_s: PositiveSeconds = 15.0
+    # kazoo's default command retry never gives up; ours does (DESIGN §3).
+    retry_max_tries: Annotated[int, Field(ge=0, le=100)] = 5
+    retry_max_delay_s: PositiveSeconds = 2.0
+    auth_user: str | None = None
+    auth_password: SecretStr | None = None
+
+    _split = field_validator("hosts", mode="before")(_split_list)
+
+    @field_validator("hosts")
+    @classmethod
+    def _check_hosts(cls, hosts: list[str] | None) -> list[str] | None:
+        if hosts is None:
+            return None
+        if not hosts:
+            raise ValueError("give at least one host:port, or leave it unset for the local stack")
+        for host in hosts:
+            name, sep, port = host.rpartition(":")
+            if not sep or not name or not port.isdigit() or not 1 <= int(port) <= 65535:
+                raise ValueError(f"{host!r} is not host:port")
+        return hosts
+
+    @field_validator("root")
+    @classmethod
+    def _check_root(cls, root: str) -> str:
+        if not _ZNODE_PATH.fullmatch(root):
+            raise ValueError(f"{root!r} is not an absolute znode path like /photon")
+        return root
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> Self:
+        if (self.auth_user is None) != (self.auth_password is None):
+            raise ValueError("auth_user and auth_password go together: set both or neither")
+        return self
+
+
+class S3Settings(_Section):
+    """The object store. ``endpoint_url`` unset means the local stack's endpoint."""
+
+    endpoint_url: str | None = None
+    bucket: str = "photon"
+    access_key: str = "photon"
+    secret_key: SecretStr = SecretStr("photon-local-secret")
+    region: str = "us-east-1"
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, url: str | None) -> str | None:
+        if url is not None and not re.fullmatch(r"https?://[^/\s]+/?", url):
+            raise ValueError(f"{url!r} is not an http(s)://host:port endpoint")
+        return url
+
+    @field_validator("bucket")
+    @classmethod
+    def _check_bucket(cls, bucket: str) -> str:
+        if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket:
+            raise ValueError(f"{bucket!r} is not a valid S3 bucket name")
+        return bucket
+
+    @field_validator("secret_key")
+    @classmethod
+    def _check_secret(cls, secret: SecretStr) -> SecretStr:
+        if len(secret.get_secret_value()) < 8:
+            raise ValueError("must be at least 8 characters (MinIO refuses shorter ones)")
+        return secret
+
+
+class RedisSettings(_Section):
+    """The CacheEventStore. ``url`` unset means the local stack's server."""
+
+    url: str | None = None
+    maxmemory_mb: Annotated[int, Field(ge=8, le=1_048_576)] = 256
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.fullmatch(r"rediss?://[^\s]+", url):
+            raise ValueError(f"{url!r} is not a redis:// URL")
+        return url
+
+
+class ShardSettings(_Section):
+    default_count: Annotated[int, Field(ge=1, le=4096)] = 8
+    max_clock_skew_s: PositiveSeconds = 60.0
+
+
+class LogFileMapSettings(_Section):
+    """The paper's W (seconds) and M (bytes) between log-file-map entries."""
+
+    window_s: PositiveSeconds = 10.0
+    max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+
+
+class RetrySettings(_Section):
+    """Backoff for clicks whose query is not found yet."""
+
+    initial_backoff_s: PositiveSeconds = 1.0
+    max_backoff_s: PositiveSeconds = 300.0
+    multiplier: Annotated[float, Field(ge=1.0, le=10.0)] = 2.0
+    jitter: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] = 10
+    max_age_s: PositiveSeconds = 3 * 3600.0
+
+    @model_validator(mode="after")
+    def _check_order(self) -> Self:
+        if self.initial_backoff_s > self.max_backoff_s:
+            raise ValueError("initial_backoff_s must not exceed max_backoff_s")
+        return self
+
+
+class StackSettings(_Section):
+    """The local stack that ``photon up`` runs on loopback."""
+
+    host: str = "127.0.0.1"
+    state_dir: Path = Path(".photon")
+    zk_client_ports: Annotated[list[Port], NoDecode] = [2181, 2182, 2183]
+    zk_quorum_ports: Annotated[list[Port], NoDecode] = [2888, 2889, 2890]
+    zk_election_ports: Annotated[list[Port], NoDecode] = [3888, 3889, 3890]
+    zk_heap_mb: Annotated[int, Field(ge=32, le=65536)] = 256
+    zk_classpath: str = "/usr/share/java/zookeeper.jar"
+    redis_port: Port = 6379
+    s3_port: Port = 9000
+    start_timeout_s: PositiveSeconds = 60.0
+
+    _split = field_validator(
+        "zk_client_ports", "zk_quorum_ports", "zk_election_ports", mode="before"
+    )(_split_list)
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, host: str) -> str:
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError as exc:
+            raise ValueError(f"{host!r} is not an IP address") from exc
+        if not loopback:
+            raise ValueError(f"{host} is not a loopback address; the local stack stays on loopback")
+        return host
+
+    @model_validator(mode="after")
+    def _check_ports(self) -> Self:
+        nodes = len(self.zk_client_ports)
+        if nodes % 2 == 0:
+            raise ValueError(f"a ZooKeeper ensemble needs an odd number of nodes, got {nodes}")
+        if not len(self.zk_quorum_ports) == len(self.zk_election_ports) == nodes:
+            raise ValueError("zk_client_ports, zk_quorum_ports, zk_election_ports differ in length")
+        ports = [*self.ports().values()]
+        duplicates = sorted({p for p in ports if ports.count(p) > 1})
+        if duplicates:
+            raise ValueError(f"ports used twice: {duplicates}")
+        return self
+
+    def ports(self) -> dict[str, int]:
+        """Every port the stack listens on, named by the setting that holds it."""
+        named = {f"zk_client_ports[{i}]": p for i, p in enumerate(self.zk_client_ports)}
+        named |= {f"zk_quorum_ports[{i}]": p for i, p in enumerate(self.zk_quorum_ports)}
+        named |= {f"zk_election_ports[{i}]": p for i, p in enumerate(self.zk_election_ports)}
+        return named | {"redis_port": self.redis_port, "s3_port": self.s3_port}
+
+
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "photon_config_file", default=None
+)
+
+
+class PhotonSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    logs_root: Path = Path(".photon/logs")
+    dcs: Annotated[list[str], NoDecode] = ["a", "b"]
+    retention: timedelta = timedelta(days=3)
+    log_rollover_bytes: Annotated[int, Field(ge=1024)] = 64 << 20
+    zookeeper: ZooKeeperSettings = ZooKeeperSettings()
+    s3: S3Settings = S3Settings()
+    redis: RedisSettings = RedisSettings()
+    shards: ShardSettings = ShardSettings()
+    log_file_map: LogFileMapSettings = LogFileMapSettings()
+    retry: RetrySettings = RetrySettings()
+    stack: StackSettings = StackSettings()
+
+    _split = field_validator("dcs", mode="before")(_split_list)
+
+    @field_validator("dcs")
+    @classmethod
+    def _check_dcs(cls, dcs: list[str]) -> list[str]:
+        if not dcs:
+            raise ValueError("name at least one datacenter")
+        for dc in dcs:
+            if not _DC_NAME.fullmatch(dc):
+                raise ValueError(f"{dc!r} is not a DC name (lowercase letters, digits, '-')")
+        if len(set(dcs)) != len(dcs):
+            raise ValueError(f"DC names repeat: {dcs}")
+        return dcs
+
+    @field_validator("retention")
+    @classmethod
+    def _check_retention(cls, retention: timedelta) -> timedelta:
+        if retention <= timedelta(0):
+            raise ValueError("must be positive")
+        return retention
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = _config_file.get()
+        if config_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+    # Endpoints: explicit settings win; otherwise the local stack's loopback servers.
+
+    @property
+    def zk_hosts(self) -> list[str]:
+        if self.zookeeper.hosts is not None:
+            return list(self.zookeeper.hosts)
+        return [f"{self.stack.host}:{port}" for port in self.stack.zk_client_ports]
+
+    @property
+    def redis_url(self) -> str:
+        return self.redis.url or f"redis://{self.stack.host}:{self.stack.redis_port}/0"
+
+    @property
+    def s3_endpoint_url(self) -> str:
+        return self.s3.endpoint_url or f"http://{self.stack.host}:{self.stack.s3_port}"
+
+    def dc_logs(self, dc: str) -> Path:
+        if dc not in self.dcs:
+            raise SettingsError(f"unknown DC {dc!r}; configured DCs: {', '.join(self.dcs)}")
+        return self.logs_root / dc
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective settings as plain JSON-able data, secrets masked."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        data["effective"] = {
+            "zk_hosts": self.zk_hosts,
+            "redis_url": self.redis_url,
+            "s3_endpoint_url": self.s3_endpoint_url,
+        }
+        return data
+
+
+def _env_name(loc: tuple[str | int, ...]) -> str:
+    parts = [str(p) for p in loc if not isinstance(p, int)]
+    return ENV_PREFIX + "__".join(p.upper() for p in parts)
+
+
+def _unknown_env_vars() -> list[str]:
+    """PHOTON_* variables that name no setting: typos would otherwise be ignored silently."""
+    unknown = []
+    for key in sorted(os.environ):
+        if not key.startswith(ENV_PREFIX) or key == CONFIG_ENV_VAR:
+            continue
+        model: type[BaseModel] | None = PhotonSettings
+        for part in key[len(ENV_PREFIX) :].lower().split("__"):
+            fields = model.model_fields if model is not None else {}
+            if part not in fields:
+                unknown.append(key)
+                break
+            annotation = fields[part].annotation
+            is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            model = annotation if is_section else None
+    return unknown
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> PhotonSettings:
+    """Build the settings from every layer; raise :class:`SettingsError` on bad values.
+
+    ``config_file`` defaults to ``$PHOTON_CONFIG`` when that is set.
+    """
+    if config_file is None and os.environ.get(CONFIG_ENV_VAR):
+        config_file = Path(os.environ[CONFIG_ENV_VAR])
+    if config_file is not None and not config_file.is_file():
+        raise SettingsError(f"config file {config_file} does not exist")
+    unknown = _unknown_env_vars()
+    if unknown:
+        raise SettingsError(
+            f"unknown setting(s) in the environment: {', '.join(unknown)} "
+            "(see `photon settings show` for the names)"
+        )
+    token = _config_file.set(config_file)
+    try:
+        return PhotonSettings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            dotted = ".".join(str(p) for p in loc) or "settings"
+            problems.append(f"  {dotted} ({_env_name(loc)}): {error['msg']}")
+        source = f" (config file {config_file})" if config_file else ""
+        raise SettingsError("invalid settings" + source + ":\n" + "\n".join(problems)) from None
+    except ValueError as exc:  # e.g. a list in the environment that is not JSON
+        raise SettingsError(f"invalid settings: {exc}") from None
+    finally:
+        _config_file.reset(token)
+

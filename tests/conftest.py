@@ -1,0 +1,81 @@
+"""Suite-wide rules and fixtures.
+
+Every test carries exactly one of the markers ``unit``, ``integration`` or
+``e2e`` (set ``pytestmark`` in the module); collection fails on an unmarked
+test. Servers are started by fixtures on free loopback ports, in temporary
+directories, and stopped by them: the suite never touches a process it did
+not start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from photon.settings import PhotonSettings, load_settings
+from photon.stack.manager import LocalStack
+from photon.stack.ports import free_ports
+
+KINDS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = []
+    for item in items:
+        kinds = {m.name for m in item.iter_markers() if m.name in KINDS}
+        if len(kinds) != 1:
+            problems.append(f"{item.nodeid}: {sorted(kinds) or 'no kind'}")
+    if problems:
+        raise pytest.UsageError(
+            "every test needs exactly one of the markers "
+            + ", ".join(KINDS)
+            + ":\n  "
+            + "\n  ".join(problems)
+        )
+
+
+def stack_env(tmp: Path) -> dict[str, str]:
+    """PHOTON_* variables for a private stack on free loopback ports under ``tmp``."""
+    ports = free_ports(11)
+    return {
+        "PHOTON_STACK__STATE_DIR": str(tmp / "state"),
+        "PHOTON_LOGS_ROOT": str(tmp / "logs"),
+        "PHOTON_STACK__ZK_CLIENT_PORTS": ",".join(map(str, ports[0:3])),
+        "PHOTON_STACK__ZK_QUORUM_PORTS": ",".join(map(str, ports[3:6])),
+        "PHOTON_STACK__ZK_ELECTION_PORTS": ",".join(map(str, ports[6:9])),
+        "PHOTON_STACK__REDIS_PORT": str(ports[9]),
+        "PHOTON_STACK__S3_PORT": str(ports[10]),
+        "PHOTON_STACK__ZK_HEAP_MB": "128",
+    }
+
+
+def settings_from_env(env: dict[str, str]) -> PhotonSettings:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return load_settings()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> PhotonSettings:
+    return settings_from_env(stack_env(tmp_path_factory.mktemp("stack")))
+
+
+@pytest.fixture(scope="session")
+def local_stack(stack_settings: PhotonSettings) -> Iterator[LocalStack]:
+    """One real stack (3-node ZooKeeper, Redis, S3) shared by the integration tests."""
+    stack = LocalStack(stack_settings)
+    stack.up()
+    try:
+        yield stack
+    finally:
+        stack.down(purge=True)

@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from photon.settings import SettingsError, load_settings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("PHOTON_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults_point_at_the_local_stack() -> None:
+    s = load_settings()
+    assert s.dcs == ["a", "b"]
+    assert s.zk_hosts == ["127.0.0.1:2181", "127.0.0.1:2182", "127.0.0.1:2183"]
+    assert s.redis_url == "redis://127.0.0.1:6379/0"
+    assert s.s3_endpoint_url == "http://127.0.0.1:9000"
+    assert s.retention == timedelta(days=3)
+
+
+def test_environment_overrides_nested_values_and_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHOTON_DCS", "east,west")
+    monkeypatch.setenv("PHOTON_STACK__ZK_CLIENT_PORTS", "[5001, 5002, 5003]")
+    monkeypatch.setenv("PHOTON_ZOOKEEPER__ROOT", "/photon-test")
+    monkeypatch.setenv("PHOTON_RETENTION", "PT6H")
+    monkeypatch.setenv("PHOTON_LOG_FILE_MAP__WINDOW_S", "2.5")
+    s = load_settings()
+    assert s.dcs == ["east", "west"]
+    assert s.zk_hosts == ["127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"]
+    assert s.zookeeper.root == "/photon-test"
+    assert s.retention == timedelta(hours=6)
+    assert s.log_file_map.window_s == 2.5
+
+
+def test_explicit_endpoints_win_over_the_local_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHOTON_ZOOKEEPER__HOSTS", "zk1:2181,zk2:2181,zk3:2181")
+    monkeypatch.setenv("PHOTON_S3__ENDPOINT_URL", "http://minio:9000")
+    monkeypatch.setenv("PHOTON_REDIS__URL", "redis://cache:6379/1")
+    s = load_settings()
+    assert s.zk_hosts == ["zk1:2181", "zk2:2181", "zk3:2181"]
+    assert (s.s3_endpoint_url, s.redis_url) == ("http://minio:9000", "redis://cache:6379/1")
+
+
+def test_a_config_file_is_a_layer_below_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "photon.toml"
+    config.write_text('dcs = ["x", "y", "z"]\n[stack]\nredis_port = 7000\ns3_port = 7001\n')
+    monkeypatch.setenv("PHOTON_STACK__S3_PORT", "7002")
+    s = load_settings(config)
+    assert s.dcs == ["x", "y", "z"]
+    assert (s.stack.redis_port, s.stack.s3_port) == (7000, 7002)
+    monkeypatch.setenv("PHOTON_CONFIG", str(config))
+    assert load_settings().dcs == ["x", "y", "z"]
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"PHOTON_STACK__REDIS_PORT": "70000"}, "stack.redis_port (PHOTON_STACK__REDIS_PORT)"),
+        ({"PHOTON_DCS": "a,A"}, "dcs (PHOTON_DCS)"),
+        ({"PHOTON_DCS": "a,a"}, "dcs (PHOTON_DCS)"),
+        ({"PHOTON_DCS": "[oops"}, "dcs (PHOTON_DCS)"),
+        ({"PHOTON_ZOOKEEPER__ROOT": "photon"}, "zookeeper.root"),
+        ({"PHOTON_ZOOKEEPER__HOSTS": "zk1"}, "zookeeper.hosts"),
+        ({"PHOTON_ZOOKEEPER__AUTH_USER": "u"}, "zookeeper"),
+        ({"PHOTON_S3__BUCKET": "Not_A_Bucket"}, "s3.bucket"),
+        ({"PHOTON_S3__SECRET_KEY": "short"}, "s3.secret_key"),
+        ({"PHOTON_S3__ENDPOINT_URL": "minio:9000"}, "s3.endpoint_url"),
+        ({"PHOTON_REDIS__URL": "http://x"}, "redis.url"),
+        ({"PHOTON_RETENTION": "-PT1H"}, "retention"),
+        ({"PHOTON_SHARDS__DEFAULT_COUNT": "0"}, "shards.default_count"),
+        ({"PHOTON_LOG_FILE_MAP__MAX_BYTES": "10"}, "log_file_map.max_bytes"),
+        ({"PHOTON_RETRY__INITIAL_BACKOFF_S": "900"}, "retry"),
+        ({"PHOTON_RETRY__JITTER": "1.5"}, "retry.jitter"),
+        ({"PHOTON_STACK__HOST": "10.0.0.5"}, "stack.host"),
+        ({"PHOTON_STACK__ZK_CLIENT_PORTS": "1,2"}, "stack"),
+        ({"PHOTON_STACK__REDIS_PORT": "2181"}, "ports used twice: [2181]"),
+        ({"PHOTON_NO_SUCH_THING": "1"}, "PHOTON_NO_SUCH_THING"),
+        ({"PHOTON_STACK__REDIS_PORTT": "1"}, "PHOTON_STACK__REDIS_PORTT"),
+    ],
+)
+def test_invalid_values_fail_at_start_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert named in str(info.value)
+
+
+def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_a_bad_config_file_value_names_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[shards]\ndefault_count = -3\n")
+    with pytest.raises(SettingsError, match=r"bad\.toml.*\n.*shards\.default_count"):
+        load_settings(config)
+
+
+def test_secrets_are_masked_when_shown() -> None:
+    shown = load_settings().redacted()
+    assert "photon-local-secret" not in str(shown)
+    assert shown["effective"]["zk_hosts"][0] == "127.0.0.1:2181"
+
+
+def test_unknown_dc_is_refused() -> None:
+    with pytest.raises(SettingsError, match="unknown DC 'c'"):
+        load_settings().dc_logs("c")
