@@ -1,0 +1,162 @@
+"""Record types and the line decoder for the query and click logs (DESIGN §2).
+
+A log line is one UTF-8 JSON object. A query needs ``query_id``; a click needs
+``click_id`` and ``query_id``; both ids must be canonical event ids. Every
+other field passes through untouched, in ``fields``.
+
+Decoding never raises on bad input: :func:`decode_line` returns either the
+event or a :class:`QuarantineRecord` naming the file, the byte offset, the
+reason and the raw bytes (kept whole, so nothing is lost, even non-UTF-8).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from photon.events.ids import EventId, InvalidEventIdError
+
+
+class Stream(StrEnum):
+    """The two logs Photon joins: the primary (queries) and the foreign (clicks)."""
+
+    QUERIES = "queries"
+    CLICKS = "clicks"
+
+
+class QuarantineReason(StrEnum):
+    NOT_UTF8 = "not_utf8"
+    INVALID_JSON = "invalid_json"
+    NOT_AN_OBJECT = "not_an_object"
+    MISSING_FIELD = "missing_field"
+    MALFORMED_ID = "malformed_id"
+    FILE_TRUNCATED = "file_truncated"
+
+
+class BadLineError(ValueError):
+    """A line that cannot become an event; carries the quarantine reason."""
+
+    def __init__(self, reason: QuarantineReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class QueryEvent:
+    query_id: EventId
+    fields: Mapping[str, Any] = field(default_factory=dict, compare=True)
+
+    def to_json_line(self) -> bytes:
+        return _dump({**self.fields, "query_id": str(self.query_id)})
+
+
+@dataclass(frozen=True, slots=True)
+class ClickEvent:
+    click_id: EventId
+    query_id: EventId
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json_line(self) -> bytes:
+        return _dump({**self.fields, "click_id": str(self.click_id), "query_id": str(self.query_id)})
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedRecord:
+    """One click joined to its query; the adapter decides ``fields``."""
+
+    click_id: EventId
+    query_id: EventId
+    dc: str
+    joined_at_us: int
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.fields,
+            "click_id": str(self.click_id),
+            "query_id": str(self.query_id),
+            "dc": self.dc,
+            "joined_at_us": self.joined_at_us,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineRecord:
+    """A line (or a stretch of a file) that could not be used, and why."""
+
+    file: str
+    offset: int
+    reason: QuarantineReason
+    detail: str
+    raw: bytes = b""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "offset": self.offset,
+            "reason": str(self.reason),
+            "detail": self.detail,
+            "raw_b64": base64.b64encode(self.raw).decode("ascii"),
+        }
+
+
+Event = QueryEvent | ClickEvent
+
+
+def decode_query(raw: bytes) -> QueryEvent:
+    obj = _load_object(raw)
+    return QueryEvent(query_id=_required_id(obj, "query_id"), fields=obj)
+
+
+def decode_click(raw: bytes) -> ClickEvent:
+    obj = _load_object(raw)
+    click_id = _required_id(obj, "click_id")
+    return ClickEvent(click_id=click_id, query_id=_required_id(obj, "query_id"), fields=obj)
+
+
+def decode_line(stream: Stream, file: str, offset: int, raw: bytes) -> Event | QuarantineRecord:
+    """Decode one line of ``stream``; bad input becomes a quarantine record."""
+    try:
+        return decode_query(raw) if stream is Stream.QUERIES else decode_click(raw)
+    except BadLineError as exc:
+        return QuarantineRecord(file=file, offset=offset, reason=exc.reason, detail=exc.detail, raw=raw)
+
+
+def _load_object(raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadLineError(QuarantineReason.NOT_UTF8, f"byte {exc.start} is not UTF-8") from exc
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise BadLineError(QuarantineReason.INVALID_JSON, str(exc)) from exc
+    if not isinstance(obj, dict):
+        raise BadLineError(QuarantineReason.NOT_AN_OBJECT, f"a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _required_id(obj: Mapping[str, Any], name: str) -> EventId:
+    if name not in obj or obj[name] is None:
+        raise BadLineError(QuarantineReason.MISSING_FIELD, f"no {name!r}")
+    value = obj[name]
+    if not isinstance(value, str):
+        raise BadLineError(QuarantineReason.MALFORMED_ID, f"{name} is a {type(value).__name__}")
+    try:
+        return EventId.parse(value)
+    except InvalidEventIdError as exc:
+        raise BadLineError(QuarantineReason.MALFORMED_ID, f"{name}: {exc}") from exc
+
+
+def _reject_constant(name: str) -> Any:
+    # json.loads accepts NaN and Infinity, which are not JSON: other readers choke on them.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _dump(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()

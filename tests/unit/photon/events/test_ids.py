@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from photon.events.ids import MAX_PID, MAX_TS_US, MIN_TS_US, EventId, InvalidEventIdError
+
+pytestmark = pytest.mark.unit
+
+ips = st.ip_addresses(v=4).map(str)
+pids = st.integers(min_value=1, max_value=MAX_PID)
+timestamps = st.integers(min_value=MIN_TS_US, max_value=MAX_TS_US - 1)
+
+
+@given(ips, pids, timestamps)
+def test_format_then_parse_gives_the_same_id(ip: str, pid: int, ts: int) -> None:
+    event_id = EventId(ip, pid, ts)
+    text = str(event_id)
+    assert text == f"{ip}:{pid}:{ts}"
+    assert EventId.parse(text) == event_id
+
+
+def test_parse_the_design_example() -> None:
+    event_id = EventId.parse("10.1.2.3:4242:1767225600123456")
+    assert (event_id.server_ip, event_id.pid, event_id.ts_us) == ("10.1.2.3", 4242, 1767225600123456)
+    assert event_id.process == "10.1.2.3:4242"
+    assert event_id.time.year == 2026
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("", "not '<ipv4>:<pid>:<ts_us>'"),
+        ("10.1.2.3:4242", "not '<ipv4>:<pid>:<ts_us>'"),
+        ("10.1.2.3:4242:1767225600123456:9", "not '<ipv4>:<pid>:<ts_us>'"),
+        ("10.1.2.300:4242:1767225600123456", "not an IPv4 address"),
+        ("host:4242:1767225600123456", "not an IPv4 address"),
+        ("::1:4242:1767225600123456", "not '<ipv4>:<pid>:<ts_us>'"),
+        ("10.1.2.3:-1:1767225600123456", "pid '-1'"),
+        ("10.1.2.3:0:1767225600123456", "pid '0'"),
+        ("10.1.2.3:042:1767225600123456", "pid '042'"),
+        ("10.1.2.3: 42:1767225600123456", "pid ' 42'"),
+        ("10.1.2.3:4294967296:1767225600123456", "pid 4294967296"),
+        ("10.1.2.3:4242:1767225600", "microseconds"),  # seconds, not microseconds
+        ("10.1.2.3:4242:+1767225600123456", "timestamp '+1767225600123456'"),
+        ("10.1.2.3:4242:1767225600123456.5", "timestamp"),
+        ("10.1.2.3:4242:99999999999999999", "microseconds"),
+    ],
+)
+def test_malformed_ids_are_rejected_with_a_reason(text: str, complaint: str) -> None:
+    with pytest.raises(InvalidEventIdError, match=complaint.replace("+", r"\+").replace(".", r"\.")):
+        EventId.parse(text)
+    assert not EventId.is_valid(text)
+
+
+def test_a_non_string_is_rejected() -> None:
+    with pytest.raises(InvalidEventIdError, match="must be a string"):
+        EventId.parse(12345)  # type: ignore[arg-type]
+
+
+def test_ids_order_by_server_then_pid_then_time() -> None:
+    a = EventId("10.0.0.1", 5, MIN_TS_US + 2)
+    b = EventId("10.0.0.1", 5, MIN_TS_US + 3)
+    assert a < b

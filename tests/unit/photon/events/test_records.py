@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from photon.events.ids import EventId
+from photon.events.records import (
+    ClickEvent,
+    JoinedRecord,
+    QuarantineReason,
+    QuarantineRecord,
+    QueryEvent,
+    Stream,
+    decode_line,
+)
+
+pytestmark = pytest.mark.unit
+
+QID = "10.1.0.1:4242:1767225600123456"
+CID = "10.2.0.1:777:1767225605000000"
+
+
+def test_a_query_keeps_every_other_field() -> None:
+    raw = json.dumps({"query_id": QID, "query": "shoes", "nested": {"a": [1, 2]}}).encode()
+    event = decode_line(Stream.QUERIES, "q.log", 0, raw)
+    assert isinstance(event, QueryEvent)
+    assert event.query_id == EventId.parse(QID)
+    assert event.fields["nested"] == {"a": [1, 2]}
+    assert json.loads(event.to_json_line()) == json.loads(raw)
+
+
+def test_a_click_needs_both_ids() -> None:
+    raw = json.dumps({"click_id": CID, "query_id": QID, "ad_id": "ad7"}).encode()
+    event = decode_line(Stream.CLICKS, "c.log", 10, raw)
+    assert isinstance(event, ClickEvent)
+    assert (str(event.click_id), str(event.query_id), event.fields["ad_id"]) == (CID, QID, "ad7")
+
+
+@pytest.mark.parametrize(
+    ("stream", "raw", "reason"),
+    [
+        (Stream.QUERIES, b'{"query_id": "\xff\xfe"}', QuarantineReason.NOT_UTF8),
+        (Stream.QUERIES, b'{"query_id": ', QuarantineReason.INVALID_JSON),
+        (Stream.QUERIES, b"", QuarantineReason.INVALID_JSON),
+        (Stream.QUERIES, b'{"query_id": "%s", "x": NaN}' % QID.encode(), QuarantineReason.INVALID_JSON),
+        (Stream.QUERIES, b"[1, 2]", QuarantineReason.NOT_AN_OBJECT),
+        (Stream.QUERIES, b'"just a string"', QuarantineReason.NOT_AN_OBJECT),
+        (Stream.QUERIES, b'{"query": "no id"}', QuarantineReason.MISSING_FIELD),
+        (Stream.QUERIES, b'{"query_id": null}', QuarantineReason.MISSING_FIELD),
+        (Stream.CLICKS, b'{"click_id": "%s"}' % CID.encode(), QuarantineReason.MISSING_FIELD),
+        (Stream.CLICKS, b'{"query_id": "%s"}' % QID.encode(), QuarantineReason.MISSING_FIELD),
+        (Stream.QUERIES, b'{"query_id": 42}', QuarantineReason.MALFORMED_ID),
+        (Stream.QUERIES, b'{"query_id": "10.1.0.1:4242:1767225600"}', QuarantineReason.MALFORMED_ID),
+        (Stream.CLICKS, b'{"click_id": "x", "query_id": "%s"}' % QID.encode(), QuarantineReason.MALFORMED_ID),
+        (Stream.CLICKS, b'{"click_id": "%s", "query_id": "1:2:3"}' % CID.encode(), QuarantineReason.MALFORMED_ID),
+    ],
+)
+def test_bad_lines_are_quarantined_with_file_offset_and_raw_bytes(
+    stream: Stream, raw: bytes, reason: QuarantineReason
+) -> None:
+    record = decode_line(stream, "dc/a.log", 1234, raw)
+    assert isinstance(record, QuarantineRecord)
+    assert (record.file, record.offset, record.reason) == ("dc/a.log", 1234, reason)
+    assert record.detail
+    assert base64.b64decode(record.to_dict()["raw_b64"]) == raw  # nothing is lost
+
+
+def test_joined_record_carries_the_required_columns() -> None:
+    record = JoinedRecord(EventId.parse(CID), EventId.parse(QID), "a", 1767225606000000, {"ad_id": "ad7"})
+    assert record.to_dict() == {
+        "click_id": CID,
+        "query_id": QID,
+        "dc": "a",
+        "joined_at_us": 1767225606000000,
+        "ad_id": "ad7",
+    }
