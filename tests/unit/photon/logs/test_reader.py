@@ -1,0 +1,216 @@
+"""The growing-log reader: every complete line exactly once, in order, never a partial one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from photon.events.records import QuarantineReason
+from photon.logs.reader import GrowingLogReader, LogLine, Offsets
+
+pytestmark = pytest.mark.unit
+
+line_bytes = st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"_"))
+
+
+class GrowingLogMachine(RuleBasedStateMachine):
+    """Random appends (whole lines, halves of lines), rollovers, reads and restarts."""
+
+    @initialize()
+    def setup(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="photon-reader-"))
+        self.file_seq = 0
+        self.pending = b""  # bytes of a line written without its newline yet
+        self.written: list[tuple[str, int, bytes]] = []  # complete lines: (file, offset, raw)
+        self.sizes: dict[str, int] = {}
+        self.read_lines: list[LogLine] = []
+        self.saved: Offsets = {}
+        self.reader = GrowingLogReader(self.dir)
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def current(self) -> str:
+        return f"log.{self.file_seq:06d}.log"
+
+    def _append(self, data: bytes) -> None:
+        with (self.dir / self.current).open("ab") as f:
+            f.write(data)
+
+    @rule(raw=line_bytes)
+    def append_line(self, raw: bytes) -> None:
+        offset = self.sizes.get(self.current, 0)
+        self._append(raw + b"\n")
+        self.sizes[self.current] = offset + len(raw) + 1
+        self.written.append((self.current, offset, raw))
+
+    @precondition(lambda self: not self.pending)
+    @rule(raw=line_bytes, cut=st.integers(min_value=0, max_value=40))
+    def append_half_a_line(self, raw: bytes, cut: int) -> None:
+        self.pending = raw
+        self.cut = min(cut, len(raw))
+        self._append(raw[: self.cut])
+
+    @precondition(lambda self: bool(self.pending) or hasattr(self, "cut"))
+    @rule()
+    def finish_the_line(self) -> None:
+        if not hasattr(self, "cut"):
+            return
+        raw, cut = self.pending, self.cut
+        offset = self.sizes.get(self.current, 0)
+        self._append(raw[cut:] + b"\n")
+        self.sizes[self.current] = offset + len(raw) + 1
+        self.written.append((self.current, offset, raw))
+        self.pending = b""
+        del self.cut
+
+    @precondition(lambda self: not hasattr(self, "cut"))
+    @rule()
+    def roll_over(self) -> None:
+        self.file_seq += 1
+
+    @rule(max_bytes=st.none() | st.integers(min_value=1, max_value=200),
+          max_files=st.none() | st.integers(min_value=1, max_value=3))  # fmt: skip
+    def read(self, max_bytes: int | None, max_files: int | None) -> None:
+        result = self.reader.read(self.saved, max_bytes=max_bytes, max_files=max_files)
+        assert not result.truncations
+        self.read_lines.extend(result.lines)
+        self.saved = result.offsets
+
+    @rule()
+    def restart_from_saved_offsets(self) -> None:
+        self.reader = GrowingLogReader(self.dir)  # a new process, same saved offsets
+
+    @invariant()
+    def every_line_read_was_written_once_in_order(self) -> None:
+        got = [(line.file, line.offset, line.raw) for line in self.read_lines]
+        # lines of each file come in order; files in name order
+        assert got == sorted(got, key=lambda t: (t[0], t[1]))
+        assert got == [w for w in sorted(self.written) if w in set(got)]
+        assert len(set(got)) == len(got)
+        assert set(got) <= set(self.written)
+
+    def drain(self) -> None:
+        while (result := self.reader.read(self.saved)).lines:
+            self.read_lines.extend(result.lines)
+            self.saved = result.offsets
+
+    @invariant()
+    def draining_yields_exactly_the_complete_lines(self) -> None:
+        before = (list(self.read_lines), dict(self.saved))
+        self.drain()
+        got = [(line.file, line.offset, line.raw) for line in self.read_lines]
+        assert got == sorted(self.written)
+        self.read_lines, self.saved = before
+
+
+TestGrowingLog = GrowingLogMachine.TestCase
+TestGrowingLog.settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)  # fmt: skip
+
+
+def test_a_concurrent_writer_is_read_completely_and_exactly_once(tmp_path: Path) -> None:
+    lines = [f'{{"n": {i}, "pad": "{"x" * (i % 97)}"}}'.encode() for i in range(20_000)]
+    done = threading.Event()
+
+    def write() -> None:
+        # Two writes per line, so readers do see partial lines; a new file every 2,000 lines.
+        for i, raw in enumerate(lines):
+            with (tmp_path / f"srv.{i // 2000:06d}.log").open("ab") as f:
+                f.write(raw[: len(raw) // 2])
+                f.flush()
+                f.write(raw[len(raw) // 2 :] + b"\n")
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    reader, offsets, got = GrowingLogReader(tmp_path), {}, []
+    while True:
+        finished = done.is_set()
+        result = reader.read(offsets, max_bytes=10_000)
+        got.extend(result.lines)
+        offsets = result.offsets
+        if finished and not result.lines:
+            break
+    thread.join()
+    # Order is per file (a poll may see the next file before the rest of this one).
+    assert len({(line.file, line.offset) for line in got}) == len(got) == len(lines)
+    assert [line.raw for line in sorted(got, key=lambda x: (x.file, x.offset))] == lines
+    for line in got:  # offsets point at the line in its file
+        with (tmp_path / line.file).open("rb") as f:
+            f.seek(line.offset)
+            assert f.read(len(line.raw) + 1) == line.raw + b"\n"
+
+
+def test_a_partial_last_line_is_left_for_later(tmp_path: Path) -> None:
+    path = tmp_path / "a.000000.log"
+    path.write_bytes(b"one\ntw")
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read()
+    assert [line.raw for line in first.lines] == [b"one"]
+    assert first.offsets == {"a.000000.log": 4}
+    with path.open("ab") as f:
+        f.write(b"o\n")
+    second = reader.read(first.offsets)
+    assert [(line.offset, line.raw) for line in second.lines] == [(4, b"two")]
+
+
+def test_new_files_are_picked_up(tmp_path: Path) -> None:
+    (tmp_path / "a.000000.log").write_bytes(b"1\n")
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read()
+    (tmp_path / "b.000000.log").write_bytes(b"2\n")
+    second = reader.read(first.offsets)
+    assert [(line.file, line.raw) for line in second.lines] == [("b.000000.log", b"2")]
+
+
+def test_admission_control_bounds_bytes_and_files_but_always_progresses(tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.000000.log").write_bytes(b"0123456789\n" * 5)
+    reader = GrowingLogReader(tmp_path)
+    one = reader.read(max_bytes=1)
+    assert len(one.lines) == 1
+    some = reader.read(max_bytes=25)
+    assert [line.raw for line in some.lines] == [b"0123456789"] * 3
+    files = reader.read(max_files=2)
+    assert {line.file for line in files.lines} == {"a.000000.log", "b.000000.log"}
+    rest = reader.read(files.offsets)
+    assert {line.file for line in rest.lines} == {"c.000000.log"}
+
+
+def test_a_truncated_file_is_reported_and_nothing_is_read_twice(tmp_path: Path) -> None:
+    path = tmp_path / "a.000000.log"
+    path.write_bytes(b"first line\nsecond line\n")
+    reader = GrowingLogReader(tmp_path)
+    offsets = reader.read().offsets
+    os.truncate(path, 11)
+    result = reader.read(offsets)
+    assert result.lines == []
+    [record] = result.truncations
+    assert (record.file, record.offset, record.reason) == ("a.000000.log", 11, QuarantineReason.FILE_TRUNCATED)
+    assert "12 bytes were lost" in record.detail
+    with path.open("ab") as f:
+        f.write(b"third line\n")
+    after = reader.read(result.offsets)
+    assert [line.raw for line in after.lines] == [b"third line"]
+    assert not after.truncations
+
+
+def test_bad_limits_are_refused(tmp_path: Path) -> None:
+    reader = GrowingLogReader(tmp_path)
+    with pytest.raises(ValueError, match="max_bytes"):
+        reader.read(max_bytes=0)
+    with pytest.raises(ValueError, match="negative"):
+        (tmp_path / "a.log").write_bytes(b"x\n")
+        reader.read({"a.log": -1})
