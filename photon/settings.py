@@ -348,8 +348,10 @@ def _unknown_env_vars() -> list[str]:
                 unknown.append(key)
                 break
             annotation = fields[part].annotation
-            is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-            model = annotation if is_section else None
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                model = annotation
+            else:
+                model = None
     return unknown
 
 
@@ -383,4 +385,3 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> PhotonSe
         raise SettingsError(f"invalid settings: {exc}") from None
     finally:
         _config_file.reset(token)
-

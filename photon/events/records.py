@@ -62,7 +62,9 @@ class ClickEvent:
     fields: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json_line(self) -> bytes:
-        return _dump({**self.fields, "click_id": str(self.click_id), "query_id": str(self.query_id)})
+        return _dump(
+            {**self.fields, "click_id": str(self.click_id), "query_id": str(self.query_id)}
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +126,9 @@ def decode_line(stream: Stream, file: str, offset: int, raw: bytes) -> Event | Q
     try:
         return decode_query(raw) if stream is Stream.QUERIES else decode_click(raw)
     except BadLineError as exc:
-        return QuarantineRecord(file=file, offset=offset, reason=exc.reason, detail=exc.detail, raw=raw)
+        return QuarantineRecord(
+            file=file, offset=offset, reason=exc.reason, detail=exc.detail, raw=raw
+        )
 
 
 def _load_object(raw: bytes) -> dict[str, Any]:

@@ -93,7 +93,9 @@ class GrowingLogWriter:
 
     def _newest_seq(self) -> int:
         pattern = re.compile(rf"{re.escape(self.name)}\.(\d{{{_SEQ_DIGITS}}})\.log")
-        seqs = [int(m.group(1)) for p in self.directory.iterdir() if (m := pattern.fullmatch(p.name))]
+        seqs = [
+            int(m.group(1)) for p in self.directory.iterdir() if (m := pattern.fullmatch(p.name))
+        ]
         return max(seqs, default=0)
 
     def _open(self, seq: int) -> None:

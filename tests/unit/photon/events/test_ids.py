@@ -23,7 +23,11 @@ def test_format_then_parse_gives_the_same_id(ip: str, pid: int, ts: int) -> None
 
 def test_parse_the_design_example() -> None:
     event_id = EventId.parse("10.1.2.3:4242:1767225600123456")
-    assert (event_id.server_ip, event_id.pid, event_id.ts_us) == ("10.1.2.3", 4242, 1767225600123456)
+    assert (event_id.server_ip, event_id.pid, event_id.ts_us) == (
+        "10.1.2.3",
+        4242,
+        1767225600123456,
+    )
     assert event_id.process == "10.1.2.3:4242"
     assert event_id.time.year == 2026
 
@@ -49,7 +53,9 @@ def test_parse_the_design_example() -> None:
     ],
 )
 def test_malformed_ids_are_rejected_with_a_reason(text: str, complaint: str) -> None:
-    with pytest.raises(InvalidEventIdError, match=complaint.replace("+", r"\+").replace(".", r"\.")):
+    with pytest.raises(
+        InvalidEventIdError, match=complaint.replace("+", r"\+").replace(".", r"\.")
+    ):
         EventId.parse(text)
     assert not EventId.is_valid(text)
 

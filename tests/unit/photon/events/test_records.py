@@ -44,7 +44,11 @@ def test_a_click_needs_both_ids() -> None:
         (Stream.QUERIES, b'{"query_id": "\xff\xfe"}', QuarantineReason.NOT_UTF8),
         (Stream.QUERIES, b'{"query_id": ', QuarantineReason.INVALID_JSON),
         (Stream.QUERIES, b"", QuarantineReason.INVALID_JSON),
-        (Stream.QUERIES, b'{"query_id": "%s", "x": NaN}' % QID.encode(), QuarantineReason.INVALID_JSON),
+        (
+            Stream.QUERIES,
+            b'{"query_id": "%s", "x": NaN}' % QID.encode(),
+            QuarantineReason.INVALID_JSON,
+        ),
         (Stream.QUERIES, b"[1, 2]", QuarantineReason.NOT_AN_OBJECT),
         (Stream.QUERIES, b'"just a string"', QuarantineReason.NOT_AN_OBJECT),
         (Stream.QUERIES, b'{"query": "no id"}', QuarantineReason.MISSING_FIELD),
@@ -52,9 +56,21 @@ def test_a_click_needs_both_ids() -> None:
         (Stream.CLICKS, b'{"click_id": "%s"}' % CID.encode(), QuarantineReason.MISSING_FIELD),
         (Stream.CLICKS, b'{"query_id": "%s"}' % QID.encode(), QuarantineReason.MISSING_FIELD),
         (Stream.QUERIES, b'{"query_id": 42}', QuarantineReason.MALFORMED_ID),
-        (Stream.QUERIES, b'{"query_id": "10.1.0.1:4242:1767225600"}', QuarantineReason.MALFORMED_ID),
-        (Stream.CLICKS, b'{"click_id": "x", "query_id": "%s"}' % QID.encode(), QuarantineReason.MALFORMED_ID),
-        (Stream.CLICKS, b'{"click_id": "%s", "query_id": "1:2:3"}' % CID.encode(), QuarantineReason.MALFORMED_ID),
+        (
+            Stream.QUERIES,
+            b'{"query_id": "10.1.0.1:4242:1767225600"}',
+            QuarantineReason.MALFORMED_ID,
+        ),
+        (
+            Stream.CLICKS,
+            b'{"click_id": "x", "query_id": "%s"}' % QID.encode(),
+            QuarantineReason.MALFORMED_ID,
+        ),
+        (
+            Stream.CLICKS,
+            b'{"click_id": "%s", "query_id": "1:2:3"}' % CID.encode(),
+            QuarantineReason.MALFORMED_ID,
+        ),
     ],
 )
 def test_bad_lines_are_quarantined_with_file_offset_and_raw_bytes(
@@ -68,7 +84,9 @@ def test_bad_lines_are_quarantined_with_file_offset_and_raw_bytes(
 
 
 def test_joined_record_carries_the_required_columns() -> None:
-    record = JoinedRecord(EventId.parse(CID), EventId.parse(QID), "a", 1767225606000000, {"ad_id": "ad7"})
+    record = JoinedRecord(
+        EventId.parse(CID), EventId.parse(QID), "a", 1767225606000000, {"ad_id": "ad7"}
+    )
     assert record.to_dict() == {
         "click_id": CID,
         "query_id": QID,

@@ -28,7 +28,7 @@ class GrowingLogMachine(RuleBasedStateMachine):
     def setup(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="photon-reader-"))
         self.file_seq = 0
-        self.pending = b""  # bytes of a line written without its newline yet
+        self.pending: tuple[bytes, int] | None = None  # a line written up to a cut
         self.written: list[tuple[str, int, bytes]] = []  # complete lines: (file, offset, raw)
         self.sizes: dict[str, int] = {}
         self.read_lines: list[LogLine] = []
@@ -46,40 +46,41 @@ class GrowingLogMachine(RuleBasedStateMachine):
         with (self.dir / self.current).open("ab") as f:
             f.write(data)
 
+    def _complete(self, raw: bytes) -> None:
+        offset = self.sizes.get(self.current, 0)
+        self.sizes[self.current] = offset + len(raw) + 1
+        self.written.append((self.current, offset, raw))
+
+    @precondition(lambda self: self.pending is None)
     @rule(raw=line_bytes)
     def append_line(self, raw: bytes) -> None:
-        offset = self.sizes.get(self.current, 0)
         self._append(raw + b"\n")
-        self.sizes[self.current] = offset + len(raw) + 1
-        self.written.append((self.current, offset, raw))
+        self._complete(raw)
 
-    @precondition(lambda self: not self.pending)
+    @precondition(lambda self: self.pending is None)
     @rule(raw=line_bytes, cut=st.integers(min_value=0, max_value=40))
     def append_half_a_line(self, raw: bytes, cut: int) -> None:
-        self.pending = raw
-        self.cut = min(cut, len(raw))
-        self._append(raw[: self.cut])
+        self.pending = (raw, min(cut, len(raw)))
+        self._append(raw[: self.pending[1]])
 
-    @precondition(lambda self: bool(self.pending) or hasattr(self, "cut"))
+    @precondition(lambda self: self.pending is not None)
     @rule()
     def finish_the_line(self) -> None:
-        if not hasattr(self, "cut"):
-            return
-        raw, cut = self.pending, self.cut
-        offset = self.sizes.get(self.current, 0)
+        assert self.pending is not None
+        raw, cut = self.pending
         self._append(raw[cut:] + b"\n")
-        self.sizes[self.current] = offset + len(raw) + 1
-        self.written.append((self.current, offset, raw))
-        self.pending = b""
-        del self.cut
+        self._complete(raw)
+        self.pending = None
 
-    @precondition(lambda self: not hasattr(self, "cut"))
+    @precondition(lambda self: self.pending is None)
     @rule()
     def roll_over(self) -> None:
         self.file_seq += 1
 
-    @rule(max_bytes=st.none() | st.integers(min_value=1, max_value=200),
-          max_files=st.none() | st.integers(min_value=1, max_value=3))  # fmt: skip
+    @rule(
+        max_bytes=st.none() | st.integers(min_value=1, max_value=200),
+        max_files=st.none() | st.integers(min_value=1, max_value=3),
+    )
     def read(self, max_bytes: int | None, max_files: int | None) -> None:
         result = self.reader.read(self.saved, max_bytes=max_bytes, max_files=max_files)
         assert not result.truncations
@@ -115,9 +116,11 @@ class GrowingLogMachine(RuleBasedStateMachine):
 
 TestGrowingLog = GrowingLogMachine.TestCase
 TestGrowingLog.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-)  # fmt: skip
+)
 
 
 def test_a_concurrent_writer_is_read_completely_and_exactly_once(tmp_path: Path) -> None:
@@ -135,7 +138,9 @@ def test_a_concurrent_writer_is_read_completely_and_exactly_once(tmp_path: Path)
 
     thread = threading.Thread(target=write)
     thread.start()
-    reader, offsets, got = GrowingLogReader(tmp_path), {}, []
+    reader = GrowingLogReader(tmp_path)
+    offsets: Offsets = {}
+    got: list[LogLine] = []
     while True:
         finished = done.is_set()
         result = reader.read(offsets, max_bytes=10_000)
@@ -198,7 +203,11 @@ def test_a_truncated_file_is_reported_and_nothing_is_read_twice(tmp_path: Path) 
     result = reader.read(offsets)
     assert result.lines == []
     [record] = result.truncations
-    assert (record.file, record.offset, record.reason) == ("a.000000.log", 11, QuarantineReason.FILE_TRUNCATED)
+    assert (record.file, record.offset, record.reason) == (
+        "a.000000.log",
+        11,
+        QuarantineReason.FILE_TRUNCATED,
+    )
     assert "12 bytes were lost" in record.detail
     with path.open("ab") as f:
         f.write(b"third line\n")

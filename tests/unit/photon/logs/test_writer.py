@@ -16,8 +16,11 @@ def test_lines_roll_over_to_a_new_file_at_the_size_limit(tmp_path: Path) -> None
     assert names == ["srv.000000.log", "srv.000001.log", "srv.000002.log"]
     assert [p.stat().st_size for p in sorted(tmp_path.iterdir())] == [30, 30, 10]
     assert [(p.name, off) for p, off in positions[:4]] == [
-        ("srv.000000.log", 0), ("srv.000000.log", 10), ("srv.000000.log", 20), ("srv.000001.log", 0),
-    ]  # fmt: skip
+        ("srv.000000.log", 0),
+        ("srv.000000.log", 10),
+        ("srv.000000.log", 20),
+        ("srv.000001.log", 0),
+    ]
 
 
 def test_a_line_longer_than_the_limit_gets_a_file_of_its_own(tmp_path: Path) -> None:

@@ -1,0 +1,384 @@
+"""The ``photon`` command line.
+
+Every command reads the one settings object (``--config FILE``, ``PHOTON_*``
+variables, defaults) and validates its own options; a bad value or a failed
+step prints one clear line on stderr and exits non-zero, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from photon.events.records import Stream
+from photon.gen.model import GenConfig
+from photon.gen.simulator import LogsNotEmptyError, simulate, write
+from photon.logconfig import LEVELS, configure_logging
+from photon.logs.scan import scan_dc
+from photon.settings import PhotonSettings, SettingsError, load_settings
+from photon.stack.manager import LocalStack, StackError, StackStatus
+from photon.stack.ports import PortInUseError
+
+app = typer.Typer(
+    name="photon",
+    help="Photon: exactly-once joining of continuous event streams.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+stack_app = typer.Typer(
+    help="The local stack (ZooKeeper ensemble, Redis, S3).", no_args_is_help=True
+)
+logs_app = typer.Typer(help="Inspect the query and click logs.", no_args_is_help=True)
+settings_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
+app.add_typer(stack_app, name="stack")
+app.add_typer(logs_app, name="logs")
+app.add_typer(settings_app, name="settings")
+
+out = Console()
+err = Console(stderr=True)
+
+#: Errors a user can act on: printed as one message, exit status 2.
+USER_ERRORS = (SettingsError, StackError, PortInUseError, LogsNotEmptyError)
+
+
+class GenMode(StrEnum):
+    BURST = "burst"
+    LIVE = "live"
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="TOML config file (else $PHOTON_CONFIG).", dir_okay=False
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help=f"One of {', '.join(LEVELS)}.")] = "info",
+) -> None:
+    try:
+        configure_logging(log_level)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--log-level") from None
+    ctx.obj = config
+
+
+def _settings(ctx: typer.Context) -> PhotonSettings:
+    config_file: Path | None = ctx.find_root().obj
+    return load_settings(config_file)
+
+
+# -- stack ---------------------------------------------------------------------
+
+
+@app.command()
+def up(ctx: typer.Context, json_out: JsonOption = False) -> None:
+    """Start the local stack (idempotent) and print its endpoints."""
+    settings = _settings(ctx)
+    with err.status("starting the local stack (ZooKeeper ensemble, Redis, S3)..."):
+        status = LocalStack(settings).up()
+    _print_status(status, json_out)
+
+
+@app.command()
+def down(
+    ctx: typer.Context,
+    purge: Annotated[bool, typer.Option(help="Also delete the stack's data directories.")] = False,
+) -> None:
+    """Stop exactly the processes `photon up` started, and nothing else."""
+    report = LocalStack(_settings(ctx)).down(purge=purge)
+    if not report.stopped and not report.already_gone:
+        out.print("no local stack was running")
+    if report.stopped:
+        out.print(f"stopped: {', '.join(report.stopped)}")
+    if report.already_gone:
+        out.print(f"already gone: {', '.join(report.already_gone)}")
+    if report.still_listening:
+        err.print(f"[yellow]still listening (not ours?): {report.still_listening}[/]")
+
+
+@stack_app.command("status")
+def stack_status(ctx: typer.Context, json_out: JsonOption = False) -> None:
+    """Health of every service of the local stack; exit 1 when unhealthy."""
+    status = LocalStack(_settings(ctx)).status()
+    _print_status(status, json_out)
+    if not status.healthy:
+        raise typer.Exit(1)
+
+
+def _print_status(status: StackStatus, json_out: bool) -> None:
+    if json_out:
+        out.print_json(json.dumps(status.to_dict()))
+        return
+    table = Table(title="local stack", show_lines=False)
+    for column in ("service", "pid", "ports", "healthy", "detail"):
+        table.add_column(column)
+    for s in status.services:
+        ports = ",".join(str(p) for p in s.ports.values())
+        mark = "[green]yes[/]" if s.healthy else "[red]no[/]"
+        table.add_row(s.name, str(s.pid or "-"), ports, mark, s.detail)
+    out.print(table)
+    for name, endpoint in status.endpoints.items():
+        out.print(f"  {name:<10} {endpoint}")
+    for problem in status.problems:
+        err.print(f"[red]problem:[/] {problem}")
+
+
+# -- generator -----------------------------------------------------------------
+
+
+def parse_start(text: str) -> int:
+    """``today`` (00:00 UTC), ``now`` or an ISO-8601 time, as microseconds."""
+    now = datetime.now(UTC)
+    if text == "now":
+        moment = now
+    elif text == "today":
+        moment = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    else:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise typer.BadParameter(
+                f"{text!r} is not 'today', 'now' or an ISO-8601 time", param_hint="--start"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+@app.command()
+def gen(
+    ctx: typer.Context,
+    seed: Annotated[
+        int, typer.Option(help="Seed: the same seed and options write identical files.")
+    ] = 42,
+    queries: Annotated[int, typer.Option(help="How many queries to simulate.")] = 2_000,
+    rate: Annotated[float, typer.Option(help="Queries per second of event time.")] = 50.0,
+    mode: Annotated[
+        GenMode, typer.Option(help="burst: write all now; live: append in real time.")
+    ] = GenMode.BURST,
+    start: Annotated[
+        str,
+        typer.Option(help="First query's event time: today, now or ISO-8601 (live mode: now)."),
+    ] = "today",
+    ctr: Annotated[float, typer.Option(help="Fraction of queries clicked.")] = 0.3,
+    orphan_fraction: Annotated[
+        float, typer.Option(help="Fraction of clicks whose query never arrives.")
+    ] = 0.03,
+    delayed_fraction: Annotated[
+        float, typer.Option(help="Fraction of clicked queries shipped after their clicks.")
+    ] = 0.05,
+    duplicate_fraction: Annotated[
+        float, typer.Option(help="Fraction of click lines shipped twice.")
+    ] = 0.02,
+    malformed_fraction: Annotated[float, typer.Option(help="Fraction of malformed lines.")] = 0.005,
+    outage_s: Annotated[
+        float, typer.Option(help="How long the last DC receives no logs (0: no outage).")
+    ] = 20.0,
+    rollover_bytes: Annotated[int, typer.Option(help="Log files roll over at this size.")] = 256
+    * 1024,
+    clean: Annotated[bool, typer.Option(help="Delete the DCs' existing logs first.")] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Simulate ad servers: write query and click logs for every DC, plus a manifest."""
+    settings = _settings(ctx)
+    try:
+        cfg = GenConfig(
+            seed=seed,
+            dcs=settings.dcs,
+            start_us=parse_start("now" if mode is GenMode.LIVE else start),
+            queries=queries,
+            query_rate=rate,
+            ctr=ctr,
+            orphan_click_fraction=orphan_fraction,
+            delayed_query_fraction=delayed_fraction,
+            duplicate_click_fraction=duplicate_fraction,
+            malformed_fraction=malformed_fraction,
+            outage_duration_s=outage_s,
+            rollover_bytes=rollover_bytes,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(_first_error(exc)) from None
+    logs_root = settings.logs_root
+    if clean:
+        for dc in settings.dcs:
+            shutil.rmtree(logs_root / dc, ignore_errors=True)
+    sim = simulate(cfg)
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=json_out) as progress:
+        task = progress.add_task(f"writing logs ({mode})", total=len(sim.deliveries))
+        manifest = write(
+            sim,
+            logs_root,
+            live=mode is GenMode.LIVE,
+            progress=lambda done, total: progress.update(task, completed=done),
+        )
+    summary = {
+        "logs_root": str(logs_root),
+        "queries": manifest.queries,
+        "lost_queries": manifest.lost_queries,
+        "clicks": manifest.clicks,
+        "expected_joins": len(manifest.expected_joins),
+        "never_joinable": len(manifest.never_joinable),
+        "dcs": {
+            dc: {
+                "query_lines": m.query_lines,
+                "click_lines": m.click_lines,
+                "duplicate_click_lines": m.duplicate_click_lines,
+                "malformed_lines": len(m.malformed),
+                "files": sum(len(files) for files in m.files.values()),
+            }
+            for dc, m in manifest.dcs.items()
+        },
+    }
+    if json_out:
+        out.print_json(json.dumps(summary))
+        return
+    out.print(
+        f"wrote {manifest.queries} queries and {manifest.clicks} clicks to {logs_root} "
+        f"({len(manifest.expected_joins)} joinable, {len(manifest.never_joinable)} never joinable)"
+    )
+    table = Table("dc", "query lines", "click lines", "duplicate clicks", "malformed", "files")
+    for dc, row in summary["dcs"].items():  # type: ignore[attr-defined]
+        table.add_row(dc, *(str(v) for v in row.values()))
+    out.print(table)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
+
+
+# -- logs ----------------------------------------------------------------------
+
+
+@logs_app.command("scan")
+def logs_scan(
+    ctx: typer.Context,
+    dc: Annotated[
+        list[str] | None, typer.Option(help="DC to scan (repeatable); default all.")
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Read every log line as the pipelines will: events, duplicates, quarantined lines."""
+    settings = _settings(ctx)
+    dcs = dc or settings.dcs
+    for name in dcs:
+        settings.dc_logs(name)  # validates the name
+    rows: dict[str, Any] = {}
+    for name in dcs:
+        scan = scan_dc(settings.logs_root, name)
+        rows[name] = {
+            stream.value: {
+                "files": s.files,
+                "lines": s.lines,
+                "events": s.events,
+                "duplicates": s.duplicates,
+                "quarantined": len(s.quarantined),
+                "reasons": dict(s.reasons()),
+            }
+            for stream, s in scan.streams.items()
+        }
+    if json_out:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(
+        "dc", "stream", "files", "lines", "events", "duplicates", "quarantined", "reasons"
+    )
+    for name, streams in rows.items():
+        for stream in Stream:
+            r = streams[stream.value]
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["reasons"].items())) or "-"
+            table.add_row(
+                name,
+                stream.value,
+                str(r["files"]),
+                str(r["lines"]),
+                str(r["events"]),
+                str(r["duplicates"]),
+                str(r["quarantined"]),
+                reasons,
+            )
+    out.print(table)
+
+
+# -- settings ------------------------------------------------------------------
+
+
+@settings_app.command("show")
+def settings_show(ctx: typer.Context) -> None:
+    """The effective settings (secrets masked), as JSON."""
+    out.print_json(json.dumps(_settings(ctx).redacted(), default=str))
+
+
+# -- demo ----------------------------------------------------------------------
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    keep: Annotated[bool, typer.Option(help="Leave the stack running afterwards.")] = False,
+) -> None:
+    """The main job on embedded defaults: stack up, logs generated and read, status, stack down."""
+    settings = _settings(ctx)
+    stack = LocalStack(settings)
+    try:
+        out.rule("1. local stack up")
+        up(ctx, json_out=False)
+        out.rule("2. generate two DCs of query and click logs")
+        gen(
+            ctx,
+            seed=42,
+            queries=2_000,
+            rate=50.0,
+            mode=GenMode.BURST,
+            start="today",
+            ctr=0.3,
+            orphan_fraction=0.03,
+            delayed_fraction=0.05,
+            duplicate_fraction=0.02,
+            malformed_fraction=0.005,
+            outage_s=20.0,
+            rollover_bytes=64 * 1024,
+            clean=True,
+            json_out=False,
+        )
+        out.rule("3. read the logs as the pipelines will")
+        logs_scan(ctx, dc=None, json_out=False)
+        out.rule("4. stack status")
+        stack_status(ctx, json_out=False)
+    finally:
+        if not keep:
+            out.rule("5. local stack down")
+            report = stack.down(purge=True)
+            out.print(f"stopped: {', '.join(report.stopped) or 'nothing'}")
+
+
+def main() -> None:
+    """Console-script entry point: user errors become one message and exit status 2."""
+    try:
+        app()
+    except USER_ERRORS as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        sys.exit(2)

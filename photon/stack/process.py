@@ -1,0 +1,101 @@
+"""Start and stop the local stack's server processes, and only ours.
+
+A server is started detached (own session, so a Ctrl-C in the shell that ran
+``photon up`` does not take the stack down) with its output in a log file.
+Its pid *and* its start time are recorded: a pid alone can be reused by an
+unrelated process after ours died, and ``photon down`` must never signal a
+process it did not start. Stopping sends SIGTERM, waits, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+# psutil reports start times rounded to the clock tick; allow for that.
+_START_TIME_TOLERANCE_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    pid: int
+    started_at: float  # psutil create_time(), seconds since the epoch
+
+
+def start_detached(
+    argv: Sequence[str],
+    *,
+    output: Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ProcessIdentity:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+    return ProcessIdentity(pid=proc.pid, started_at=psutil.Process(proc.pid).create_time())
+
+
+def find(identity: ProcessIdentity) -> psutil.Process | None:
+    """The live process with this identity, or None (gone, a zombie, or a reused pid)."""
+    try:
+        proc = psutil.Process(identity.pid)
+        if abs(proc.create_time() - identity.started_at) > _START_TIME_TOLERANCE_S:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            _reap(proc)
+            return None
+    except psutil.NoSuchProcess:
+        return None
+    return proc
+
+
+def is_running(identity: ProcessIdentity) -> bool:
+    return find(identity) is not None
+
+
+def stop(identity: ProcessIdentity, *, timeout_s: float = 10.0) -> bool:
+    """Stop our process: SIGTERM, then SIGKILL after ``timeout_s``. False if it was gone."""
+    proc = find(identity)
+    if proc is None:
+        return False
+    try:
+        proc.terminate()
+        _, alive = psutil.wait_procs([proc], timeout=timeout_s)
+        for straggler in alive:
+            straggler.kill()
+        psutil.wait_procs(alive, timeout=timeout_s)
+    except psutil.NoSuchProcess:
+        pass
+    return True
+
+
+def kill(identity: ProcessIdentity) -> bool:
+    """SIGKILL our process at once (fault injection). False if it was gone."""
+    proc = find(identity)
+    if proc is None:
+        return False
+    try:
+        proc.kill()
+        psutil.wait_procs([proc], timeout=10)
+    except psutil.NoSuchProcess:
+        pass
+    return True
+
+
+def _reap(proc: psutil.Process) -> None:
+    # A zombie that is our own child stays in the table until we wait for it.
+    with contextlib.suppress(psutil.TimeoutExpired, psutil.NoSuchProcess, ChildProcessError):
+        proc.wait(timeout=0)

@@ -1,0 +1,137 @@
+"""A ZooKeeper ensemble node on loopback, from Debian's ``zookeeper`` jars.
+
+Each node gets its own directory with ``conf/zoo.cfg`` (plus ``log4j.properties``),
+``data/myid`` and its output log, and runs
+``java -cp <conf>:<zookeeper.jar> org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg``.
+The AdminServer is off (three nodes would fight over its port 8080) and the
+``srvr``/``ruok``/``mntr``/``stat`` four-letter words are allowed, since
+health is read from ``srvr``: an ensemble is healthy when exactly one node
+answers ``Mode: leader`` and every other ``Mode: follower``.
+
+How it fails: a node that cannot reach a quorum answers ``srvr`` with "This
+ZooKeeper instance is not currently serving requests" (reported as not
+serving); a node that is down refuses the connection.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from photon.settings import StackSettings
+
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# Present with Debian's libslf4j-java; without a binding ZooKeeper logs nothing.
+_SLF4J_BINDINGS = ("/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
+
+_TICK_MS = 1000  # session timeouts may range from 2 to 20 ticks: 2 s to 20 s
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKeeperNode:
+    node_id: int  # 1-based, ZooKeeper's myid
+    stack: StackSettings
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return f"zk{self.node_id}"
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.name
+
+    @property
+    def client_port(self) -> int:
+        return self.stack.zk_client_ports[self.node_id - 1]
+
+    def ports(self) -> dict[str, int]:
+        i = self.node_id - 1
+        return {
+            f"zk_client_ports[{i}]": self.stack.zk_client_ports[i],
+            f"zk_quorum_ports[{i}]": self.stack.zk_quorum_ports[i],
+            f"zk_election_ports[{i}]": self.stack.zk_election_ports[i],
+        }
+
+    def prepare(self) -> None:
+        conf, data = self.directory / "conf", self.directory / "data"
+        conf.mkdir(parents=True, exist_ok=True)
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "myid").write_text(f"{self.node_id}\n")
+        (conf / "zoo.cfg").write_text(self._zoo_cfg(data))
+        (conf / "log4j.properties").write_text(_LOG4J)
+
+    def argv(self) -> list[str]:
+        classpath = [str(self.directory / "conf"), self.stack.zk_classpath]
+        classpath += [jar for jar in _SLF4J_BINDINGS if Path(jar).is_file()]
+        return [
+            "java",
+            f"-Xmx{self.stack.zk_heap_mb}m",
+            "-Dzookeeper.log.dir=" + str(self.directory),
+            "-Dzookeeper.root.logger=INFO,CONSOLE",
+            "-cp",
+            ":".join(classpath),
+            MAIN_CLASS,
+            str(self.directory / "conf" / "zoo.cfg"),
+        ]
+
+    def env(self) -> dict[str, str]:
+        return {}
+
+    def mode(self, timeout_s: float = 2.0) -> str:
+        """``leader``, ``follower``, ``standalone``, ``not serving`` or ``down``."""
+        return srvr_mode(self.stack.host, self.client_port, timeout_s)
+
+    def _zoo_cfg(self, data: Path) -> str:
+        host = self.stack.host
+        servers = "\n".join(
+            f"server.{i + 1}={host}:{q}:{e}"
+            for i, (q, e) in enumerate(
+                zip(self.stack.zk_quorum_ports, self.stack.zk_election_ports, strict=True)
+            )
+        )
+        return (
+            f"tickTime={_TICK_MS}\n"
+            "initLimit=10\n"
+            "syncLimit=5\n"
+            f"dataDir={data}\n"
+            f"clientPort={self.client_port}\n"
+            f"clientPortAddress={host}\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=srvr,ruok,mntr,stat\n"
+            # keep snapshots from filling a laptop's disk
+            "autopurge.snapRetainCount=3\n"
+            "autopurge.purgeInterval=1\n"
+            f"{servers}\n"
+        )
+
+
+def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str:
+    """Send a ZooKeeper four-letter command and return the whole answer."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(word.encode("ascii"))
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def srvr_mode(host: str, port: int, timeout_s: float = 2.0) -> str:
+    try:
+        answer = four_letter_word(host, port, "srvr", timeout_s)
+    except OSError:
+        return "down"
+    for line in answer.splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return "not serving"
+
+
+_LOG4J = """\
+log4j.rootLogger=${zookeeper.root.logger}
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Threshold=INFO
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
+"""

@@ -1,0 +1,81 @@
+"""The `photon` console script as a user runs it, against a private stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import stack_env
+
+pytestmark = pytest.mark.e2e
+
+PHOTON = str(Path(sys.executable).parent / "photon")
+
+
+def run(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
+    result = subprocess.run(
+        [PHOTON, *args], env=clean | env, capture_output=True, text=True, timeout=240
+    )
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_up_status_gen_scan_down(tmp_path: Path) -> None:
+    env = stack_env(tmp_path)
+    try:
+        up = json.loads(run(env, "up", "--json").stdout)
+        assert up["healthy"] is True
+        assert up["endpoints"]["zookeeper"].count(",") == 2
+        again = json.loads(run(env, "up", "--json").stdout)
+        assert [s["pid"] for s in again["services"]] == [s["pid"] for s in up["services"]]
+        status = json.loads(run(env, "stack", "status", "--json").stdout)
+        modes = sorted(s["detail"] for s in status["services"] if s["name"].startswith("zk"))
+        assert modes == ["follower", "follower", "leader"]
+
+        gen = json.loads(run(env, "gen", "--queries", "500", "--json").stdout)
+        scan = json.loads(run(env, "logs", "scan", "--json").stdout)
+        assert scan["a"]["queries"]["events"] == gen["queries"]
+        assert scan["b"]["clicks"]["events"] == gen["dcs"]["b"]["click_lines"]
+        refused = run(env, "gen", "--queries", "500", check=False)
+        assert refused.returncode == 2 and "--clean" in refused.stderr
+    finally:
+        down = run(env, "down", "--purge")
+    assert "stopped: zk1, zk2, zk3, redis, s3" in down.stdout
+    assert json.loads(run(env, "stack", "status", "--json", check=False).stdout)["healthy"] is False
+
+
+def test_gen_with_the_same_seed_twice_writes_identical_files(tmp_path: Path) -> None:
+    trees = []
+    for name in ("one", "two"):
+        env = stack_env(tmp_path / name)
+        run(env, "gen", "--seed", "123", "--queries", "400", "--json")
+        root = tmp_path / name / "logs"
+        trees.append(
+            {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        )
+    assert trees[0] == trees[1]
+    assert "manifest.json" in trees[0]
+
+
+def test_a_bad_setting_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
+    env = stack_env(tmp_path) | {"PHOTON_STACK__REDIS_PORT": "99999"}
+    result = run(env, "up", check=False)
+    assert result.returncode == 2
+    assert "stack.redis_port (PHOTON_STACK__REDIS_PORT)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
+    env = stack_env(tmp_path)
+    result = run(env, "demo")
+    for step in ("local stack up", "generate", "read the logs", "stack status", "local stack down"):
+        assert step in result.stdout
+    assert "stopped: zk1, zk2, zk3, redis, s3" in result.stdout
+    assert not (tmp_path / "state" / "stack.json").exists()

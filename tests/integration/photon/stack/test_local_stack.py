@@ -1,0 +1,134 @@
+"""`photon up`/`down` against real servers: ZooKeeper ensemble, Redis, S3 endpoint."""
+
+from __future__ import annotations
+
+import io
+import socket
+
+import psutil
+import pytest
+import redis
+from minio import Minio
+
+from photon.settings import PhotonSettings
+from photon.stack import process
+from photon.stack.manager import LocalStack
+from photon.stack.ports import PortInUseError, port_is_listening
+from photon.stack.zookeeper import srvr_mode
+from tests.conftest import settings_from_env, stack_env
+
+pytestmark = pytest.mark.integration
+
+
+def test_up_yields_an_ensemble_with_exactly_one_leader(local_stack: LocalStack) -> None:
+    stack = local_stack.settings.stack
+    modes = sorted(srvr_mode(stack.host, port) for port in stack.zk_client_ports)
+    assert modes == ["follower", "follower", "leader"]
+    status = local_stack.status()
+    assert status.healthy, status.problems
+    assert {s.name for s in status.services} == {"zk1", "zk2", "zk3", "redis", "s3"}
+
+
+def test_redis_answers_with_an_lru_memory_bound(local_stack: LocalStack) -> None:
+    client = redis.Redis.from_url(local_stack.settings.redis_url)
+    try:
+        assert client.ping()
+        assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "allkeys-lru"
+        assert int(client.config_get("maxmemory")["maxmemory"]) == 256 * 1024 * 1024
+    finally:
+        client.close()
+
+
+def test_objects_cross_between_boto3_and_the_minio_client(local_stack: LocalStack) -> None:
+    settings = local_stack.settings
+    from photon.stack.s3 import s3_client
+
+    boto = s3_client(settings.s3_endpoint_url, settings.s3)
+    host = settings.s3_endpoint_url.removeprefix("http://")
+    mc = Minio(
+        host,
+        access_key=settings.s3.access_key,
+        secret_key=settings.s3.secret_key.get_secret_value(),
+        secure=False,
+        region=settings.s3.region,
+    )
+    bucket = settings.s3.bucket
+    assert bucket in [b["Name"] for b in boto.list_buckets()["Buckets"]]
+
+    boto.put_object(Bucket=bucket, Key="it/from-boto3.txt", Body=b"written by boto3")
+    response = mc.get_object(bucket, "it/from-boto3.txt")
+    try:
+        assert response.read() == b"written by boto3"
+    finally:
+        response.close()
+        response.release_conn()
+
+    data = b"written by minio"
+    mc.put_object(bucket, "it/from-minio.txt", io.BytesIO(data), length=len(data))
+    assert boto.get_object(Bucket=bucket, Key="it/from-minio.txt")["Body"].read() == data
+
+
+def test_a_second_up_changes_nothing(local_stack: LocalStack) -> None:
+    before = local_stack.state_path.read_bytes()
+    pids = {name: r.pid for name, r in local_stack.records().items()}
+    status = local_stack.up()
+    assert status.healthy
+    assert local_stack.state_path.read_bytes() == before
+    assert {name: r.pid for name, r in local_stack.records().items()} == pids
+
+
+def test_a_dead_service_is_restarted_by_up(local_stack: LocalStack) -> None:
+    redis_record = local_stack.records()["redis"]
+    others = {n: r.pid for n, r in local_stack.records().items() if n != "redis"}
+    assert process.kill(redis_record.identity)
+    assert not local_stack.status().healthy
+    assert local_stack.up().healthy
+    after = local_stack.records()
+    assert after["redis"].pid != redis_record.pid
+    assert {n: r.pid for n, r in after.items() if n != "redis"} == others
+
+
+def test_down_stops_everything_it_started_and_nothing_else(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    settings = settings_from_env(stack_env(tmp_path_factory.mktemp("own")))
+    bystander = psutil.Popen(["sleep", "60"])  # a process that is not the stack's
+    stack = LocalStack(settings)
+    try:
+        stack.up()
+        records = stack.records()
+        ports = [p for r in records.values() for p in r.ports.values()]
+        report = stack.down(purge=True)
+        assert sorted(report.stopped) == sorted(records)
+        assert not report.still_listening
+        for record in records.values():
+            assert not process.is_running(record.identity)
+        assert not [p for p in ports if port_is_listening(settings.stack.host, p)]
+        assert not stack.state_path.exists()
+        assert bystander.is_running()
+        assert stack.down().stopped == []  # nothing left to stop
+    finally:
+        bystander.kill()
+        bystander.wait()
+        stack.down(purge=True)
+
+
+def test_a_taken_port_is_a_clear_error_and_starts_nothing(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    settings: PhotonSettings = settings_from_env(stack_env(tmp_path_factory.mktemp("taken")))
+    taken = settings.stack.redis_port
+    holder = socket.socket()
+    holder.bind((settings.stack.host, taken))
+    holder.listen()
+    stack = LocalStack(settings)
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
+    try:
+        with pytest.raises(PortInUseError, match=rf"{taken} \(redis_port\).*Nothing was started"):
+            stack.up()
+        assert not stack.state_path.exists()
+        assert {p.pid for p in psutil.Process().children(recursive=True)} == children_before
+        for port in settings.stack.zk_client_ports:
+            assert not port_is_listening(settings.stack.host, port)
+    finally:
+        holder.close()

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from photon.cli.main import app, parse_start
+
+pytestmark = pytest.mark.unit
+
+runner = CliRunner(env={"COLUMNS": "250", "NO_COLOR": "1"})
+
+
+@pytest.fixture(autouse=True)
+def private_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("PHOTON_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PHOTON_LOGS_ROOT", str(tmp_path / "logs"))
+    monkeypatch.setenv("PHOTON_STACK__STATE_DIR", str(tmp_path / "state"))
+
+
+def test_parse_start_accepts_today_now_and_iso() -> None:
+    assert parse_start("2026-01-01T00:00:00") == 1_767_225_600_000_000
+    assert parse_start("2026-01-01T01:00:00+01:00") == 1_767_225_600_000_000
+    assert parse_start("today") % 86_400_000_000 == 0
+    assert parse_start("now") > parse_start("today")
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["gen", "--mode", "fast"], "'fast' is not one of 'burst', 'live'"),
+        (["gen", "--ctr", "1.5"], "ctr"),
+        (["gen", "--queries", "0"], "queries"),
+        (["gen", "--start", "yesterday-ish"], "not 'today', 'now' or an ISO-8601 time"),
+        (["--log-level", "loud", "settings", "show"], "not one of"),
+        (["logs", "scan", "--dc", "zz"], None),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_message(
+    args: list[str], complaint: str | None
+) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0
+    if complaint is not None:
+        assert complaint in result.output
+    else:
+        assert "unknown DC 'zz'" in str(result.exception)
+
+
+def test_gen_then_scan_in_json(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["gen", "--queries", "300", "--start", "2026-01-01T00:00:00", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["queries"] + summary["lost_queries"] == 300
+    scan = runner.invoke(app, ["logs", "scan", "--json"])
+    assert scan.exit_code == 0, scan.output
+    rows = json.loads(scan.stdout)
+    for dc in ("a", "b"):
+        assert rows[dc]["queries"]["events"] == summary["queries"]
+        assert rows[dc]["clicks"]["duplicates"] == summary["dcs"][dc]["duplicate_click_lines"]
+        assert (
+            rows[dc]["clicks"]["quarantined"] + rows[dc]["queries"]["quarantined"]
+            == (summary["dcs"][dc]["malformed_lines"])
+        )
+
+
+def test_settings_show_masks_secrets() -> None:
+    result = runner.invoke(app, ["settings", "show"])
+    assert result.exit_code == 0
+    assert "photon-local-secret" not in result.output
+    assert json.loads(result.stdout)["dcs"] == ["a", "b"]
+
+
+def test_status_without_a_stack_says_so_and_fails() -> None:
+    result = runner.invoke(app, ["stack", "status", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["healthy"] is False
