@@ -303,24 +303,18 @@ def logs_scan(
     if json_out:
         out.print_json(json.dumps(rows))
         return
-    table = Table(
-        "dc", "stream", "files", "lines", "events", "duplicates", "quarantined", "reasons"
-    )
+    table = Table("dc", "stream", "files", "lines", "events", "duplicates", "quarantined")
+    reasons = Table("dc", "stream", "quarantine reason", "lines")
     for name, streams in rows.items():
         for stream in Stream:
             r = streams[stream.value]
-            reasons = ", ".join(f"{k} {v}" for k, v in sorted(r["reasons"].items())) or "-"
-            table.add_row(
-                name,
-                stream.value,
-                str(r["files"]),
-                str(r["lines"]),
-                str(r["events"]),
-                str(r["duplicates"]),
-                str(r["quarantined"]),
-                reasons,
-            )
+            counts = (r["files"], r["lines"], r["events"], r["duplicates"], r["quarantined"])
+            table.add_row(name, stream.value, *map(str, counts))
+            for reason, count in sorted(r["reasons"].items()):
+                reasons.add_row(name, stream.value, reason, str(count))
     out.print(table)
+    if reasons.row_count:
+        out.print(reasons)
 
 
 # -- settings ------------------------------------------------------------------
