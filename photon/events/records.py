@@ -49,7 +49,7 @@ class BadLineError(ValueError):
 @dataclass(frozen=True, slots=True)
 class QueryEvent:
     query_id: EventId
-    fields: Mapping[str, Any] = field(default_factory=dict, compare=True)
+    fields: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json_line(self) -> bytes:
         return _dump({**self.fields, "query_id": str(self.query_id)})

@@ -12,7 +12,7 @@ from minio import Minio
 
 from photon.settings import PhotonSettings
 from photon.stack import process
-from photon.stack.manager import LocalStack
+from photon.stack.manager import LocalStack, StackStartError
 from photon.stack.ports import PortInUseError, port_is_listening
 from photon.stack.zookeeper import srvr_mode
 from tests.conftest import settings_from_env, stack_env
@@ -132,3 +132,25 @@ def test_a_taken_port_is_a_clear_error_and_starts_nothing(
             assert not port_is_listening(settings.stack.host, port)
     finally:
         holder.close()
+
+
+def test_a_service_that_dies_at_start_fails_up_and_leaves_nothing_running(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    env = stack_env(tmp_path_factory.mktemp("dies"))
+    settings = settings_from_env(env | {"PHOTON_STACK__ZK_CLASSPATH": "/nonexistent/zk.jar"})
+    stack = LocalStack(settings)
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(StackStartError, match=r"zk\d exited during start") as info:
+        stack.up()
+    assert "last lines of" in str(info.value)  # the service's own output, for the operator
+    assert "QuorumPeerMain" in str(info.value)  # java's complaint about the missing class
+    assert not stack.state_path.exists()
+    alive = {
+        p.pid
+        for p in psutil.Process().children(recursive=True)
+        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    } - children_before
+    assert not alive
+    for port in settings.stack.ports().values():
+        assert not port_is_listening(settings.stack.host, port)
