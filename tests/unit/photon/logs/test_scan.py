@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
-from photon import metrics
 from photon.events.records import Stream
 from photon.logs.scan import scan_dc
 
@@ -16,7 +16,8 @@ CID = "10.2.0.1:777:1767225605000000"
 
 
 def quarantined(dc: str, stream: str, reason: str) -> float:
-    return metrics.QUARANTINED_LINES.labels(dc, stream, reason)._value.get()
+    labels = {"dc": dc, "stream": stream, "reason": reason}
+    return REGISTRY.get_sample_value("photon_quarantined_lines_total", labels) or 0.0
 
 
 def test_bad_lines_are_quarantined_counted_and_the_reader_goes_on(tmp_path: Path) -> None:
