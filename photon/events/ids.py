@@ -1,104 +1,24 @@
-"""Event ids: ``"<server_ipv4>:<pid>:<ts_us>"`` (DESIGN §2).
+"""Event ids, as the domain sees them.
 
-An id names the server process that logged the event and the event's time in
-microseconds since the epoch; that time drives sharding, GC and the log-file
-map. Only the canonical form is accepted, so that an id read back from any
-store compares equal, byte for byte, to the id that was written:
-
-* the IPv4 address is a dotted quad without leading zeros;
-* pid and timestamp are plain decimal digits, no sign, no leading zeros;
-* the timestamp lies in ``[MIN_TS_US, MAX_TS_US)`` — a value outside that range
-  is almost always seconds or milliseconds mistaken for microseconds.
-
-Anything else raises :class:`InvalidEventIdError` (a ``ValueError``) whose
-message says what is wrong; callers quarantine the line that carried it.
+The canonical parser lives in :mod:`registry.ids`, because the IdRegistry
+(which imports nothing of ours) must validate ids before it writes them;
+this module is the name the rest of ``photon`` uses.
 """
 
-from __future__ import annotations
+from registry.ids import (
+    MAX_PID,
+    MAX_TS_US,
+    MIN_TS_US,
+    EventId,
+    InvalidEventIdError,
+    parse_event_id,
+)
 
-import ipaddress
-import re
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Self
-
-#: 2000-01-01T00:00:00Z, in microseconds.
-MIN_TS_US = 946_684_800_000_000
-#: 2200-01-01T00:00:00Z, in microseconds.
-MAX_TS_US = 7_258_118_400_000_000
-#: Largest pid accepted (pids are unsigned 32-bit on every platform we know).
-MAX_PID = 2**32 - 1
-
-_DIGITS = re.compile(r"[1-9][0-9]*")
-
-
-class InvalidEventIdError(ValueError):
-    """An event id that is not in canonical ``<ipv4>:<pid>:<ts_us>`` form."""
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class EventId:
-    """A parsed, validated event id. ``str(event_id)`` gives the canonical form."""
-
-    server_ip: str
-    pid: int
-    ts_us: int
-
-    def __post_init__(self) -> None:
-        _check_ip(self.server_ip)
-        if not 0 < self.pid <= MAX_PID:
-            raise InvalidEventIdError(f"pid {self.pid} is outside 1..{MAX_PID}")
-        if not MIN_TS_US <= self.ts_us < MAX_TS_US:
-            raise InvalidEventIdError(
-                f"timestamp {self.ts_us} is not microseconds between 2000 and 2200"
-            )
-
-    @classmethod
-    def parse(cls, text: str) -> Self:
-        """Parse the canonical form; raise :class:`InvalidEventIdError` otherwise."""
-        if not isinstance(text, str):
-            raise InvalidEventIdError(f"event id must be a string, not {type(text).__name__}")
-        parts = text.split(":")
-        if len(parts) != 3:
-            raise InvalidEventIdError(f"event id {text!r} is not '<ipv4>:<pid>:<ts_us>'")
-        ip, pid, ts = parts
-        for name, value in (("pid", pid), ("timestamp", ts)):
-            if not _DIGITS.fullmatch(value):
-                raise InvalidEventIdError(
-                    f"event id {text!r}: {name} {value!r} is not a positive decimal integer"
-                )
-        return cls(ip, int(pid), int(ts))
-
-    @classmethod
-    def is_valid(cls, text: str) -> bool:
-        try:
-            cls.parse(text)
-        except InvalidEventIdError:
-            return False
-        return True
-
-    @property
-    def process(self) -> str:
-        """``"<ipv4>:<pid>"``: the server process, the log-file map's key prefix."""
-        return f"{self.server_ip}:{self.pid}"
-
-    @property
-    def time(self) -> datetime:
-        return datetime.fromtimestamp(self.ts_us / 1_000_000, tz=UTC)
-
-    def __str__(self) -> str:
-        return f"{self.server_ip}:{self.pid}:{self.ts_us}"
-
-
-def _check_ip(ip: str) -> None:
-    try:
-        parsed = ipaddress.IPv4Address(ip)
-    except (ipaddress.AddressValueError, ValueError) as exc:
-        raise InvalidEventIdError(f"server address {ip!r} is not an IPv4 address") from exc
-    if str(parsed) != ip:
-        raise InvalidEventIdError(f"server address {ip!r} is not in canonical dotted form")
-
-
-def parse_event_id(text: str) -> EventId:
-    """Function form of :meth:`EventId.parse`."""
-    return EventId.parse(text)
+__all__ = [
+    "MAX_PID",
+    "MAX_TS_US",
+    "MIN_TS_US",
+    "EventId",
+    "InvalidEventIdError",
+    "parse_event_id",
+]

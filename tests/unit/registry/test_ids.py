@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from photon.events.ids import MAX_PID, MAX_TS_US, MIN_TS_US, EventId, InvalidEventIdError
+from registry.ids import MAX_PID, MAX_TS_US, MIN_TS_US, EventId, InvalidEventIdError
 
 pytestmark = pytest.mark.unit
 
