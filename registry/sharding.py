@@ -1,0 +1,100 @@
+"""Time-based sharding of event ids across sharding epochs (DESIGN §3).
+
+An id's shard is ``stable_hash(id) % shards`` where ``shards`` is the count of
+the *epoch* that contains the id's timestamp. Epochs are ``[start_us, next
+epoch's start)`` with the last one open-ended, and the first starting at 0.
+Changing the shard count appends an epoch that starts in the future (now plus
+the maximum clock skew), so no id that exists — or may yet arrive with a
+timestamp before that start — ever changes shard.
+
+``stable_hash`` is BLAKE2b-64 of the id's ASCII bytes: the same on every
+machine, process and Python version (Python's ``hash`` is salted per process).
+
+How it fails: an epoch that does not start after the last one, a shard count
+outside 1..4096, or a config whose first epoch does not start at 0 raise
+:class:`InvalidShardingError`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+
+from registry.ids import EventId
+
+MAX_SHARDS = 4096
+
+
+class InvalidShardingError(ValueError):
+    pass
+
+
+def stable_hash(event_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(event_id.encode("ascii"), digest_size=8).digest(), "big")
+
+
+@dataclass(frozen=True, slots=True)
+class Epoch:
+    start_us: int
+    shards: int
+
+    def __post_init__(self) -> None:
+        if self.start_us < 0:
+            raise InvalidShardingError(f"epoch start {self.start_us} is negative")
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise InvalidShardingError(f"shard count {self.shards} is outside 1..{MAX_SHARDS}")
+
+
+@dataclass(frozen=True, slots=True)
+class ShardingConfig:
+    """The epochs, oldest first; ``version`` is the znode version it was read at."""
+
+    epochs: tuple[Epoch, ...]
+    version: int = -1
+
+    def __post_init__(self) -> None:
+        if not self.epochs or self.epochs[0].start_us != 0:
+            raise InvalidShardingError("the first sharding epoch must start at 0")
+        starts = [e.start_us for e in self.epochs]
+        if any(b <= a for a, b in itertools.pairwise(starts)):
+            raise InvalidShardingError(f"epoch starts must strictly increase: {starts}")
+
+    @classmethod
+    def initial(cls, shards: int) -> ShardingConfig:
+        return cls((Epoch(0, shards),))
+
+    @property
+    def max_shards(self) -> int:
+        """How many shard directories exist across all epochs."""
+        return max(e.shards for e in self.epochs)
+
+    def epoch_at(self, ts_us: int) -> Epoch:
+        index = bisect.bisect_right([e.start_us for e in self.epochs], ts_us) - 1
+        return self.epochs[index]
+
+    def shard_of(self, event_id: EventId) -> int:
+        return stable_hash(str(event_id)) % self.epoch_at(event_id.ts_us).shards
+
+    def appended(self, start_us: int, shards: int) -> ShardingConfig:
+        last = self.epochs[-1]
+        if start_us <= last.start_us:
+            raise InvalidShardingError(
+                f"a new epoch must start after the last one ({last.start_us}), not at {start_us}"
+            )
+        return ShardingConfig((*self.epochs, Epoch(start_us, shards)), self.version)
+
+    def to_json(self) -> bytes:
+        epochs = [{"start_us": e.start_us, "shards": e.shards} for e in self.epochs]
+        return json.dumps({"epochs": epochs}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, version: int = -1) -> ShardingConfig:
+        try:
+            raw = json.loads(data)
+            epochs = tuple(Epoch(int(e["start_us"]), int(e["shards"])) for e in raw["epochs"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidShardingError(f"sharding config is not valid JSON epochs: {exc}") from exc
+        return cls(epochs, version)
