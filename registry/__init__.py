@@ -1,6 +1,41 @@
 """The IdRegistry on a ZooKeeper ensemble, through kazoo (DESIGN §3).
 
-Built in issue 3: batched conditional registers with tokens, time-based
-sharding epochs, a monotone GC boundary. This package imports nothing of ours,
-nor Spark or Airflow.
+``IdRegistry.connect(hosts, root)`` gives a client that registers event ids
+at most once across every pipeline (batched conditional ``multi`` commits
+with tokens), looks them up, shards them by time-based epochs and garbage
+collects them below a per-shard boundary that only moves forward. This
+package imports nothing of ours, nor Spark or Airflow.
 """
+
+from registry.client import (
+    GcReport,
+    IdRegistry,
+    LookupResult,
+    RegisterResult,
+    RetryLimits,
+    ShardStats,
+)
+from registry.errors import (
+    EpochConflictError,
+    GcBoundaryRegressionError,
+    InvalidTokenError,
+    RegistryError,
+    RegistryUnavailableError,
+)
+from registry.ids import EventId, InvalidEventIdError
+
+__all__ = [
+    "EpochConflictError",
+    "EventId",
+    "GcBoundaryRegressionError",
+    "GcReport",
+    "IdRegistry",
+    "InvalidEventIdError",
+    "InvalidTokenError",
+    "LookupResult",
+    "RegisterResult",
+    "RegistryError",
+    "RegistryUnavailableError",
+    "RetryLimits",
+    "ShardStats",
+]

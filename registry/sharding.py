@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from registry.ids import EventId
 
 MAX_SHARDS = 4096
+HOUR_US = 3_600_000_000
+DEFAULT_BUCKET_US = 10_000_000
 
 
 class InvalidShardingError(ValueError):
@@ -50,21 +52,31 @@ class Epoch:
 
 @dataclass(frozen=True, slots=True)
 class ShardingConfig:
-    """The epochs, oldest first; ``version`` is the znode version it was read at."""
+    """The epochs, oldest first, and the width of the registry's time buckets.
+
+    ``version`` is the znode version it was read at (-1: not read from ZooKeeper).
+    The bucket width is fixed when the registry is created: every client must
+    place ids in the same buckets.
+    """
 
     epochs: tuple[Epoch, ...]
     version: int = -1
+    bucket_us: int = DEFAULT_BUCKET_US
 
     def __post_init__(self) -> None:
         if not self.epochs or self.epochs[0].start_us != 0:
             raise InvalidShardingError("the first sharding epoch must start at 0")
+        if not 1_000 <= self.bucket_us <= HOUR_US or HOUR_US % self.bucket_us:
+            raise InvalidShardingError(
+                f"bucket width {self.bucket_us} us must divide an hour and be at least 1 ms"
+            )
         starts = [e.start_us for e in self.epochs]
         if any(b <= a for a, b in itertools.pairwise(starts)):
             raise InvalidShardingError(f"epoch starts must strictly increase: {starts}")
 
     @classmethod
-    def initial(cls, shards: int) -> ShardingConfig:
-        return cls((Epoch(0, shards),))
+    def initial(cls, shards: int, bucket_us: int = DEFAULT_BUCKET_US) -> ShardingConfig:
+        return cls((Epoch(0, shards),), bucket_us=bucket_us)
 
     @property
     def max_shards(self) -> int:
@@ -84,17 +96,19 @@ class ShardingConfig:
             raise InvalidShardingError(
                 f"a new epoch must start after the last one ({last.start_us}), not at {start_us}"
             )
-        return ShardingConfig((*self.epochs, Epoch(start_us, shards)), self.version)
+        return ShardingConfig((*self.epochs, Epoch(start_us, shards)), self.version, self.bucket_us)
 
     def to_json(self) -> bytes:
         epochs = [{"start_us": e.start_us, "shards": e.shards} for e in self.epochs]
-        return json.dumps({"epochs": epochs}, separators=(",", ":")).encode()
+        doc = {"bucket_us": self.bucket_us, "epochs": epochs}
+        return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes, version: int = -1) -> ShardingConfig:
         try:
             raw = json.loads(data)
             epochs = tuple(Epoch(int(e["start_us"]), int(e["shards"])) for e in raw["epochs"])
+            bucket_us = int(raw["bucket_us"])
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidShardingError(f"sharding config is not valid JSON epochs: {exc}") from exc
-        return cls(epochs, version)
+        return cls(epochs, version, bucket_us)

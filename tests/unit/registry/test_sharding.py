@@ -71,6 +71,8 @@ def test_an_epoch_at_its_exact_start_uses_the_new_count() -> None:
 def test_round_trip_through_json() -> None:
     config = ShardingConfig.initial(8).appended(MIN_TS_US, 16)
     assert ShardingConfig.from_json(config.to_json(), version=3) == ShardingConfig(config.epochs, 3)
+    odd = ShardingConfig.initial(2, bucket_us=1_000_000)
+    assert ShardingConfig.from_json(odd.to_json()).bucket_us == 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -83,6 +85,8 @@ def test_round_trip_through_json() -> None:
         lambda: ShardingConfig((Epoch(0, 4), Epoch(10, 4), Epoch(10, 8))),
         lambda: ShardingConfig.from_json(b'{"epochs": [{"start": 0}]}'),
         lambda: ShardingConfig.from_json(b"not json"),
+        lambda: ShardingConfig.initial(4, bucket_us=7_000_000),  # does not divide an hour
+        lambda: ShardingConfig.initial(4, bucket_us=10),
     ],
 )
 def test_invalid_configs_are_refused(build: object) -> None:

@@ -1,0 +1,730 @@
+"""The IdRegistry: at-most-once registration of event ids in ZooKeeper.
+
+``register`` commits ids with the token of the attempt that processed them,
+in ``multi`` transactions grouped by shard and time bucket; only the first
+attempt to register an id wins, and a retry by the same attempt (same token)
+is answered ``COMMITTED`` again. ``lookup`` answers ``ABSENT``/``PRESENT``,
+listing a bucket once where many ids share it. Ids below their shard's GC
+boundary answer ``TOO_OLD`` and are never written.
+
+How it fails, and what it does then:
+
+* a ``multi`` is all-or-nothing and kazoo's ``commit()`` does not raise: it
+  returns one result per op, an exception instance where an op failed. A
+  failed transaction's buckets are listed, ids already there are answered
+  from their tokens, and the rest go into the next transaction;
+* a connection loss during a commit may or may not have applied it: the ops
+  are sent again, and the token makes the retry idempotent;
+* ZooKeeper calls other than commits go through a ``KazooRetry`` with explicit
+  limits; past them :class:`RegistryUnavailableError` is raised (kazoo's
+  default command retry never gives up);
+* bad ids and tokens raise before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Self, TypeVar
+
+import structlog
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry, RetryFailedError
+from kazoo.security import make_digest_acl
+
+from registry.errors import (
+    EpochConflictError,
+    GcBoundaryRegressionError,
+    InvalidTokenError,
+    RegistryUnavailableError,
+)
+from registry.ids import EventId
+from registry.paths import Layout
+from registry.sharding import DEFAULT_BUCKET_US, HOUR_US, ShardingConfig
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+MAX_TOKEN_BYTES = 255
+# A request must stay under jute.maxbuffer (~1 MB); leave ample headroom.
+MAX_REQUEST_BYTES = 512 * 1024
+_OP_OVERHEAD_BYTES = 64  # per create: header, ACL, flags
+_LIST_BUCKET_FROM = 8  # look up by listing a bucket when this many ids share it
+
+_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
+
+
+class RegisterResult(StrEnum):
+    COMMITTED = "committed"
+    ALREADY_REGISTERED = "already_registered"
+    TOO_OLD = "too_old"
+
+
+class LookupResult(StrEnum):
+    ABSENT = "absent"
+    PRESENT = "present"
+    TOO_OLD = "too_old"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLimits:
+    """Explicit limits for ZooKeeper calls and for re-sending commits."""
+
+    max_tries: int = 5
+    delay_s: float = 0.1
+    max_delay_s: float = 2.0
+    commit_attempts: int = 20
+
+    def kazoo_retry(self) -> KazooRetry:
+        return KazooRetry(
+            max_tries=self.max_tries, delay=self.delay_s, backoff=2, max_delay=self.max_delay_s
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStats:
+    shard: int
+    gc_boundary_us: int
+    hours: int
+    buckets: int
+    ids: int
+    largest_bucket: int
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    shard: int
+    boundary_us: int
+    deleted_buckets: int
+    deleted_ids: int
+
+
+@dataclass(slots=True)
+class _Op:
+    event_id: EventId
+    key: str
+    token: bytes
+    shard: int
+    bucket: str
+    path: str
+
+    @property
+    def size(self) -> int:
+        return len(self.path) + len(self.token) + _OP_OVERHEAD_BYTES
+
+
+def check_token(token: str) -> bytes:
+    if not isinstance(token, str) or not token:
+        raise InvalidTokenError("a token must be a non-empty string")
+    data = token.encode("utf-8")
+    if len(data) > MAX_TOKEN_BYTES:
+        raise InvalidTokenError(f"a token must be at most {MAX_TOKEN_BYTES} bytes, not {len(data)}")
+    return data
+
+
+class IdRegistry:
+    """A connected IdRegistry; use :meth:`connect` and close it (or use ``with``)."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        root: str,
+        *,
+        retry: RetryLimits,
+        max_ops_per_txn: int,
+        max_in_flight: int,
+    ) -> None:
+        if not 1 <= max_ops_per_txn <= 10_000:
+            raise ValueError(f"max_ops_per_txn must be in 1..10000, not {max_ops_per_txn}")
+        if not 1 <= max_in_flight <= 256:
+            raise ValueError(f"max_in_flight must be in 1..256, not {max_in_flight}")
+        self._zk = client
+        self.root = root
+        self._limits = retry
+        self._retry = retry.kazoo_retry()
+        self.max_ops_per_txn = max_ops_per_txn
+        self.max_in_flight = max_in_flight
+        self._lock = threading.Lock()
+        self._config: ShardingConfig | None = None
+        self._boundaries: dict[int, int] = {}
+        self._watched_boundaries: set[int] = set()
+        self._known_buckets: set[str] = set()
+        self.state = KazooState.CONNECTED
+
+    # -- connecting -----------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        hosts: str | Sequence[str],
+        root: str = "/photon",
+        *,
+        default_shards: int = 8,
+        bucket_us: int = DEFAULT_BUCKET_US,
+        session_timeout_s: float = 10.0,
+        connect_timeout_s: float = 15.0,
+        retry: RetryLimits | None = None,
+        auth: tuple[str, str] | None = None,
+        max_ops_per_txn: int = 1000,
+        max_in_flight: int = 8,
+    ) -> IdRegistry:
+        """Connect, and create the registry's config on first use.
+
+        ``auth`` = (user, password): every znode created gets a digest ACL for
+        that user only, and this client authenticates with it.
+        """
+        limits = retry or RetryLimits()
+        acl = None
+        auth_data = None
+        if auth is not None:
+            user, password = auth
+            acl = [make_digest_acl(user, password, all=True)]
+            auth_data = [("digest", f"{user}:{password}")]
+        client = KazooClient(
+            hosts=hosts if isinstance(hosts, str) else ",".join(hosts),
+            timeout=session_timeout_s,
+            # Reconnecting in the background never stops while we are open; the calls
+            # made on behalf of callers (command_retry) do stop, at explicit limits.
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+            command_retry=limits.kazoo_retry(),
+            default_acl=acl,
+            auth_data=auth_data,
+        )
+        try:
+            client.start(timeout=connect_timeout_s)
+        except KazooTimeoutError as exc:
+            client.close()
+            raise RegistryUnavailableError(
+                f"no ZooKeeper server of {hosts} answered within {connect_timeout_s} s"
+            ) from exc
+        registry = cls(
+            client, root, retry=limits, max_ops_per_txn=max_ops_per_txn, max_in_flight=max_in_flight
+        )
+        client.add_listener(registry._on_state)
+        try:
+            registry._bootstrap(default_shards, bucket_us)
+        except BaseException:
+            registry.close()
+            raise
+        return registry
+
+    def close(self) -> None:
+        self._zk.stop()
+        self._zk.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.root, self.sharding().bucket_us)
+
+    def _on_state(self, state: str) -> None:
+        # Runs on kazoo's event thread: record and log only, never block.
+        self.state = state
+        log.info("registry.connection", state=state)
+
+    def _bootstrap(self, default_shards: int, bucket_us: int) -> None:
+        initial = ShardingConfig.initial(default_shards, bucket_us)
+        layout = Layout(self.root, bucket_us)
+        self._call(self._zk.ensure_path, f"{self.root}/config")
+        with contextlib.suppress(NodeExistsError):  # another client's is the config then
+            self._call(self._zk.create, layout.config, initial.to_json())
+        self._call(self._zk.ensure_path, layout.ids_root)
+        self._call(self._zk.ensure_path, layout.gc_root)
+        # The watch keeps the config fresh: new epochs are picked up without restart.
+        self._zk.DataWatch(layout.config, self._on_config)
+        if self._config is None:
+            raise RegistryUnavailableError(f"could not read {layout.config}")
+        for shard in range(self._config.max_shards):
+            self._ensure_shard(shard)
+
+    def _on_config(self, data: bytes | None, stat: Any) -> None:
+        if data is None:
+            return
+        config = ShardingConfig.from_json(data, stat.version)
+        with self._lock:
+            self._config = config
+        log.info("registry.config", version=stat.version, epochs=len(config.epochs))
+
+    def _ensure_shard(self, shard: int) -> None:
+        layout = Layout(self.root, self.sharding().bucket_us)
+        self._call(self._zk.ensure_path, layout.shard(shard))
+        with contextlib.suppress(NodeExistsError):
+            self._call(self._zk.create, layout.boundary(shard), b"0")
+
+    # -- sharding -------------------------------------------------------------
+
+    def sharding(self) -> ShardingConfig:
+        with self._lock:
+            assert self._config is not None
+            return self._config
+
+    def shard_of(self, event_id: EventId) -> int:
+        return self.sharding().shard_of(event_id)
+
+    def append_epoch(
+        self, shards: int, *, max_skew_s: float, now_us: int | None = None
+    ) -> ShardingConfig:
+        """Append an epoch of ``shards`` starting at now + ``max_skew_s``; compare-and-set.
+
+        Raises :class:`EpochConflictError` when another client changed the
+        config since it was read.
+        """
+        if max_skew_s <= 0:
+            raise ValueError(f"max_skew_s must be positive, not {max_skew_s}")
+        now = now_us if now_us is not None else time.time_ns() // 1000
+        data, stat = self._call(self._zk.get, self.layout.config)
+        current = ShardingConfig.from_json(data, stat.version)
+        new = current.appended(now + int(max_skew_s * 1_000_000), shards)
+        for shard in range(new.max_shards):
+            self._ensure_shard(shard)
+        try:
+            self._call(self._zk.set, self.layout.config, new.to_json(), version=stat.version)
+        except BadVersionError as exc:
+            raise EpochConflictError(
+                "the sharding config changed while this epoch was being added "
+                f"(read at version {stat.version}); read it again and retry if still wanted"
+            ) from exc
+        _, after = self._call(self._zk.get, self.layout.config)
+        return ShardingConfig(new.epochs, after.version, new.bucket_us)
+
+    # -- GC boundaries ------------------------------------------------------------
+
+    def gc_boundary(self, shard: int) -> int:
+        """The shard's GC boundary in microseconds (0: nothing collected yet)."""
+        self._check_shard(shard)
+        with self._lock:
+            if shard in self._boundaries:
+                return self._boundaries[shard]
+        path = self.layout.boundary(shard)
+
+        def on_change(data: bytes | None, _stat: Any) -> None:
+            if data is not None:
+                with self._lock:
+                    self._boundaries[shard] = max(self._boundaries.get(shard, 0), int(data))
+
+        if shard not in self._watched_boundaries:
+            self._watched_boundaries.add(shard)
+            self._zk.DataWatch(path, on_change)
+        with self._lock:
+            if shard not in self._boundaries:  # the watch has not fired yet
+                data, _ = self._call(self._zk.get, path)
+                self._boundaries[shard] = int(data)
+            return self._boundaries[shard]
+
+    def advance_gc_boundary(self, shard: int, boundary_us: int) -> int:
+        """Move the boundary forward to ``boundary_us`` (compare-and-set); never back."""
+        self._check_shard(shard)
+        path = self.layout.boundary(shard)
+        for _ in range(self._limits.commit_attempts):
+            data, stat = self._call(self._zk.get, path)
+            current = int(data)
+            if boundary_us < current:
+                raise GcBoundaryRegressionError(
+                    f"shard {shard}'s GC boundary is {current}; "
+                    f"it cannot move back to {boundary_us}"
+                )
+            if boundary_us == current:
+                return current
+            try:
+                self._call(self._zk.set, path, str(boundary_us).encode(), version=stat.version)
+            except BadVersionError:
+                continue  # another client moved it: read again
+            with self._lock:
+                self._boundaries[shard] = max(self._boundaries.get(shard, 0), boundary_us)
+            return boundary_us
+        raise RegistryUnavailableError(f"shard {shard}'s GC boundary kept changing under us")
+
+    def gc(self, shard: int) -> GcReport:
+        """Delete the buckets of ``shard`` that lie wholly below its GC boundary."""
+        self._check_shard(shard)
+        layout = self.layout
+        boundary = self._fresh_boundary(shard)
+        deleted_buckets = deleted_ids = 0
+        for hour_name in self._children(layout.shard(shard)):
+            hour = int(hour_name)
+            if hour * HOUR_US >= boundary:
+                continue
+            hour_path = layout.hour(shard, hour)
+            for bucket_name in self._children(hour_path):
+                if layout.bucket_end_us(int(bucket_name)) > boundary:
+                    continue
+                deleted_ids += self._delete_bucket(f"{hour_path}/{bucket_name}")
+                deleted_buckets += 1
+            if (hour + 1) * HOUR_US <= boundary:
+                # NotEmpty: a racing register re-created a bucket; the next GC takes it.
+                with contextlib.suppress(NoNodeError, NotEmptyError):
+                    self._call(self._zk.delete, hour_path)
+        log.info("registry.gc", shard=shard, buckets=deleted_buckets, ids=deleted_ids)
+        return GcReport(shard, boundary, deleted_buckets, deleted_ids)
+
+    def _delete_bucket(self, bucket: str) -> int:
+        deleted = 0
+        for _ in range(3):
+            children = self._children(bucket)
+            for chunk in _chunks(children, self.max_ops_per_txn):
+                results = self._call(self._delete_all, [f"{bucket}/{name}" for name in chunk])
+                if all(r is True for r in results):
+                    deleted += len(chunk)
+                else:  # someone deleted one first (recovery): delete one by one
+                    for name in chunk:
+                        try:
+                            self._call(self._zk.delete, f"{bucket}/{name}")
+                            deleted += 1
+                        except NoNodeError:
+                            pass
+            try:
+                self._call(self._zk.delete, bucket)
+                self._known_buckets.discard(bucket)
+                return deleted
+            except NoNodeError:
+                return deleted
+            except NotEmptyError:
+                continue  # registered into while we deleted: list again
+        return deleted
+
+    def _delete_all(self, paths: list[str]) -> list[Any]:
+        # A transaction object commits once: a retry must build a new one.
+        txn = self._zk.transaction()
+        for path in paths:
+            txn.delete(path)
+        return list(txn.commit())
+
+    def _fresh_boundary(self, shard: int) -> int:
+        data, _ = self._call(self._zk.get, self.layout.boundary(shard))
+        boundary = int(data)
+        with self._lock:
+            self._boundaries[shard] = max(self._boundaries.get(shard, 0), boundary)
+        return boundary
+
+    # -- register -------------------------------------------------------------
+
+    def register(self, items: Iterable[tuple[str | EventId, str]]) -> dict[str, RegisterResult]:
+        """Register each id with its token; see the module docstring.
+
+        Ids are validated and tokens checked before anything is written. An id
+        given twice with the same token counts once; with two different tokens
+        it is a caller error (``ValueError``).
+        """
+        ops = self._plan(items)
+        results: dict[str, RegisterResult] = {}
+        fresh: list[_Op] = []
+        for op in ops.values():
+            if op.event_id.ts_us < self.gc_boundary(op.shard):
+                results[op.key] = RegisterResult.TOO_OLD
+            else:
+                fresh.append(op)
+        attempts = 0
+        while fresh:
+            attempts += 1
+            if attempts > self._limits.commit_attempts:
+                raise RegistryUnavailableError(
+                    f"{len(fresh)} ids still not committed after {attempts - 1} rounds"
+                )
+            self._ensure_buckets({op.bucket for op in fresh})
+            fresh = self._commit_round(fresh, results)
+        return results
+
+    def _plan(self, items: Iterable[tuple[str | EventId, str]]) -> dict[str, _Op]:
+        config = self.sharding()
+        layout = Layout(self.root, config.bucket_us)
+        ops: dict[str, _Op] = {}
+        for raw_id, token in items:
+            event_id = raw_id if isinstance(raw_id, EventId) else EventId.parse(raw_id)
+            data = check_token(token)
+            key = str(event_id)
+            if key in ops:
+                if ops[key].token != data:
+                    raise ValueError(f"id {key} appears twice in one batch with different tokens")
+                continue
+            shard = config.shard_of(event_id)
+            bucket = layout.bucket_of(shard, event_id)
+            ops[key] = _Op(event_id, key, data, shard, bucket, f"{bucket}/{key}")
+        return ops
+
+    def _ensure_buckets(self, buckets: set[str]) -> None:
+        missing = sorted(b for b in buckets if b not in self._known_buckets)
+        pending = [(b, self._zk.create_async(b, b"", makepath=True)) for b in missing]
+        for bucket, result in pending:
+            try:
+                result.get()
+            except NodeExistsError:
+                pass
+            except _TRANSIENT:
+                self._call(self._zk.ensure_path, bucket)
+            self._known_buckets.add(bucket)
+
+    def _commit_round(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
+        """Commit ``ops`` in transactions; return the ops to try again."""
+        again: list[_Op] = []
+        ops.sort(key=lambda op: (op.shard, op.bucket, op.key))
+        in_flight: list[tuple[list[_Op], Any]] = []
+        for txn_ops in self._transactions(ops):
+            if len(in_flight) >= self.max_in_flight:
+                again += self._settle(*in_flight.pop(0), results)
+            txn = self._zk.transaction()
+            for op in txn_ops:
+                txn.create(op.path, op.token)
+            in_flight.append((txn_ops, txn.commit_async()))
+        for txn_ops, pending in in_flight:
+            again += self._settle(txn_ops, pending, results)
+        return again
+
+    def _transactions(self, ops: list[_Op]) -> Iterator[list[_Op]]:
+        batch: list[_Op] = []
+        size = 0
+        for op in ops:
+            if batch and (len(batch) >= self.max_ops_per_txn or size + op.size > MAX_REQUEST_BYTES):
+                yield batch
+                batch, size = [], 0
+            batch.append(op)
+            size += op.size
+        if batch:
+            yield batch
+
+    def _settle(
+        self, ops: list[_Op], pending: Any, results: dict[str, RegisterResult]
+    ) -> list[_Op]:
+        try:
+            outcome = pending.get()
+        except _TRANSIENT as exc:
+            log.warning("registry.commit_lost", ops=len(ops), error=type(exc).__name__)
+            self._wait_connected()
+            return self._resolve(ops, results)  # applied or not: the tokens tell
+        if all(isinstance(r, str) for r in outcome):
+            for op in ops:
+                results[op.key] = RegisterResult.COMMITTED
+            return []
+        failures = [
+            r
+            for r in outcome
+            if isinstance(r, Exception)
+            and not isinstance(r, RolledBackError | RuntimeInconsistency)
+        ]
+        if any(isinstance(f, NoNodeError) for f in failures):
+            for bucket in {op.bucket for op in ops}:
+                self._known_buckets.discard(bucket)  # GC took it: re-create, or TOO_OLD
+        return self._resolve(ops, results)
+
+    def _resolve(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
+        """Answer ids already registered from their tokens; return the rest to commit."""
+        by_bucket: dict[str, list[_Op]] = defaultdict(list)
+        for op in ops:
+            by_bucket[op.bucket].append(op)
+        present: list[_Op] = []
+        retry: list[_Op] = []
+        for bucket, bucket_ops in by_bucket.items():
+            try:
+                names = set(self._children(bucket))
+            except NoNodeError:
+                names = set()
+            for op in bucket_ops:
+                (present if op.key in names else retry).append(op)
+        tokens = [(op, self._zk.get_async(op.path)) for op in present]
+        for op, pending in tokens:
+            try:
+                data, _ = pending.get()
+            except NoNodeError:  # deleted since the listing (recovery or GC)
+                retry.append(op)
+                continue
+            same = data == op.token
+            results[op.key] = (
+                RegisterResult.COMMITTED if same else RegisterResult.ALREADY_REGISTERED
+            )
+        still: list[_Op] = []
+        for op in retry:
+            if op.event_id.ts_us < self._fresh_boundary(op.shard):
+                results[op.key] = RegisterResult.TOO_OLD
+            else:
+                still.append(op)
+        return still
+
+    # -- lookup ---------------------------------------------------------------
+
+    def lookup(self, ids: Iterable[str | EventId]) -> dict[str, LookupResult]:
+        """Whether each id is registered; ids below their shard's GC boundary are TOO_OLD."""
+        event_ids = [i if isinstance(i, EventId) else EventId.parse(i) for i in ids]
+        return self._reconnecting(self._lookup, event_ids)
+
+    def _lookup(self, event_ids: list[EventId]) -> dict[str, LookupResult]:
+        config = self.sharding()
+        layout = Layout(self.root, config.bucket_us)
+        results: dict[str, LookupResult] = {}
+        by_bucket: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for event_id in event_ids:
+            key = str(event_id)
+            shard = config.shard_of(event_id)
+            if event_id.ts_us < self.gc_boundary(shard):
+                results[key] = LookupResult.TOO_OLD
+            else:
+                bucket = layout.bucket_of(shard, event_id)
+                by_bucket[bucket].append((key, f"{bucket}/{key}"))
+        listings = {
+            bucket: self._zk.get_children_async(bucket)
+            for bucket, entries in by_bucket.items()
+            if len(entries) >= _LIST_BUCKET_FROM
+        }
+        probes = {
+            key: self._zk.exists_async(path)
+            for bucket, entries in by_bucket.items()
+            if bucket not in listings
+            for key, path in entries
+        }
+        for bucket, pending in listings.items():
+            names = set(self._get(pending, default=[]))
+            for key, _ in by_bucket[bucket]:
+                results[key] = LookupResult.PRESENT if key in names else LookupResult.ABSENT
+        for key, pending in probes.items():
+            stat = self._get(pending, default=None)
+            results[key] = LookupResult.PRESENT if stat is not None else LookupResult.ABSENT
+        return results
+
+    # -- tokens and recovery --------------------------------------------------
+
+    def read_token(self, event_id: str | EventId) -> str | None:
+        """The token an id holds; ``""`` once cleared; None when not registered."""
+        path = self._node(event_id)
+        try:
+            data, _ = self._call(self._zk.get, path)
+        except NoNodeError:
+            return None
+        return bytes(data).decode("utf-8")
+
+    def clear_tokens(self, ids: Iterable[str | EventId]) -> int:
+        """Clear the tokens of ids confirmed in the output; returns how many were cleared."""
+        paths = [self._node(i) for i in ids]
+
+        def clear() -> int:
+            pending = [self._zk.set_async(path, b"") for path in paths]
+            return sum(1 for p in pending if self._get(p, default=None) is not None)
+
+        return self._reconnecting(clear)
+
+    def delete_if_token(self, event_id: str | EventId, token: str) -> bool:
+        """Delete an id only while it still holds ``token`` (recovery). True if deleted."""
+        expected = check_token(token)
+        path = self._node(event_id)
+        try:
+            data, stat = self._call(self._zk.get, path)
+        except NoNodeError:
+            return False
+        if data != expected:
+            return False
+        try:
+            self._call(self._zk.delete, path, version=stat.version)
+        except (BadVersionError, NoNodeError):
+            return False  # its token changed (or it went) since we read it
+        return True
+
+    def _node(self, raw_id: str | EventId) -> str:
+        event_id = raw_id if isinstance(raw_id, EventId) else EventId.parse(raw_id)
+        return self.layout.node(self.shard_of(event_id), event_id)
+
+    # -- stats ----------------------------------------------------------------
+
+    def shard_stats(self) -> list[ShardStats]:
+        layout = self.layout
+        stats = []
+        for shard in range(self.sharding().max_shards):
+            hours = self._children(layout.shard(shard))
+            bucket_paths = [
+                f"{layout.hour(shard, int(h))}/{b}"
+                for h in hours
+                for b in self._children(layout.hour(shard, int(h)))
+            ]
+            sizes = [
+                stat.numChildren
+                for stat in (self._get(self._zk.exists_async(p), None) for p in bucket_paths)
+                if stat is not None
+            ]
+            stats.append(
+                ShardStats(
+                    shard,
+                    self._fresh_boundary(shard),
+                    len(hours),
+                    len(bucket_paths),
+                    sum(sizes),
+                    max(sizes, default=0),
+                )
+            )
+        return stats
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _check_shard(self, shard: int) -> None:
+        if not 0 <= shard < self.sharding().max_shards:
+            raise ValueError(f"shard {shard} does not exist (0..{self.sharding().max_shards - 1})")
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            children: list[str] = self._call(self._zk.get_children, path)
+        except NoNodeError:
+            return []
+        return children
+
+    def _call(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._retry(func, *args, **kwargs)
+        except RetryFailedError as exc:
+            raise RegistryUnavailableError(
+                f"ZooKeeper did not answer after {self._limits.max_tries} tries: {exc}"
+            ) from exc
+
+    def _get(self, pending: Any, default: Any) -> Any:
+        try:
+            return pending.get()
+        except NoNodeError:
+            return default
+
+    def _reconnecting(self, func: Callable[..., T], *args: Any) -> T:
+        """Run a batch of async calls again after a connection loss, within the limits."""
+        for attempt in range(1, self._limits.max_tries + 1):
+            try:
+                return func(*args)
+            except _TRANSIENT as exc:
+                log.warning("registry.retry", attempt=attempt, error=type(exc).__name__)
+                self._wait_connected()
+        raise RegistryUnavailableError(f"ZooKeeper calls failed {self._limits.max_tries} times")
+
+    def _wait_connected(self) -> None:
+        deadline = time.monotonic() + self._limits.max_tries * self._limits.max_delay_s + 10
+        while self._zk.state != KazooState.CONNECTED:
+            if time.monotonic() > deadline:
+                raise RegistryUnavailableError("the ZooKeeper connection did not come back in time")
+            time.sleep(0.05)
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+__all__ = [
+    "GcReport",
+    "IdRegistry",
+    "LookupResult",
+    "RegisterResult",
+    "RetryLimits",
+    "ShardStats",
+]

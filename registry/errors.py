@@ -1,0 +1,23 @@
+"""Errors of the IdRegistry. Each message says what happened and what to do."""
+
+from __future__ import annotations
+
+
+class RegistryError(RuntimeError):
+    """Base of every IdRegistry error."""
+
+
+class RegistryUnavailableError(RegistryError):
+    """The ensemble did not answer within the configured retry limits."""
+
+
+class EpochConflictError(RegistryError):
+    """Another client changed the sharding config first (compare-and-set lost)."""
+
+
+class GcBoundaryRegressionError(RegistryError):
+    """A GC boundary may only move forward."""
+
+
+class InvalidTokenError(ValueError):
+    """A token that is empty, too long or not text."""

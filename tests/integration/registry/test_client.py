@@ -1,0 +1,205 @@
+"""The IdRegistry on the real 3-node ensemble."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+from photon.stack.manager import LocalStack
+from registry import (
+    EpochConflictError,
+    EventId,
+    GcBoundaryRegressionError,
+    IdRegistry,
+    InvalidEventIdError,
+    InvalidTokenError,
+    LookupResult,
+    RegisterResult,
+)
+from tests.integration.registry.conftest import Connect
+
+pytestmark = pytest.mark.integration
+
+NOW_US = time.time_ns() // 1000
+
+
+def make_ids(n: int, *, start_us: int = NOW_US, spread_s: float = 60.0, seed: int = 1) -> list[str]:
+    rng = random.Random(seed)
+    ids = set()
+    while len(ids) < n:
+        ts = start_us + rng.randrange(int(spread_s * 1_000_000))
+        ids.add(
+            str(
+                EventId(
+                    f"10.9.{rng.randrange(4)}.{rng.randrange(1, 250)}", rng.randrange(1, 99), ts
+                )
+            )
+        )
+    return sorted(ids)
+
+
+def test_first_token_wins_and_a_retry_with_it_is_committed(registry: IdRegistry) -> None:
+    ids = make_ids(50)
+    assert set(registry.register((i, "attempt-1") for i in ids).values()) == {
+        RegisterResult.COMMITTED
+    }
+    assert set(registry.register((i, "attempt-1") for i in ids).values()) == {
+        RegisterResult.COMMITTED
+    }
+    assert set(registry.register((i, "attempt-2") for i in ids).values()) == {
+        RegisterResult.ALREADY_REGISTERED
+    }
+    assert {registry.read_token(i) for i in ids} == {"attempt-1"}
+
+
+def test_a_mixed_batch_commits_every_fresh_id_once(registry: IdRegistry) -> None:
+    held, fresh = make_ids(300, seed=2)[:100], make_ids(300, seed=2)[100:]
+    registry.register((i, "other") for i in held)
+    mine = make_ids(20, seed=3)
+    registry.register((i, "mine") for i in mine)
+    batch = [(i, "mine") for i in held + fresh + fresh[:50] + mine]  # duplicates inside the batch
+    random.Random(4).shuffle(batch)
+    results = registry.register(batch)
+    assert len(results) == len(held) + len(fresh) + len(mine)
+    assert {results[i] for i in held} == {RegisterResult.ALREADY_REGISTERED}
+    assert {results[i] for i in fresh + mine} == {RegisterResult.COMMITTED}
+    assert {registry.read_token(i) for i in held} == {"other"}
+    assert {registry.read_token(i) for i in fresh} == {"mine"}
+    assert sum(s.ids for s in registry.shard_stats()) == 300 + 20
+
+
+def test_a_batch_over_a_megabyte_is_split_and_fully_committed(registry: IdRegistry) -> None:
+    ids = make_ids(6_000, seed=5)
+    token = "t" * 255
+    encoded = sum(len(i) * 2 + len(token) for i in ids)  # path holds the id twice over
+    assert encoded > 1_000_000
+    results = registry.register((i, token) for i in ids)
+    assert set(results.values()) == {RegisterResult.COMMITTED}
+    assert set(registry.lookup(ids).values()) == {LookupResult.PRESENT}
+
+
+def test_lookup_by_listing_and_by_probing(registry: IdRegistry) -> None:
+    dense = make_ids(200, spread_s=5, seed=6)  # many per bucket: listed
+    sparse = make_ids(5, start_us=NOW_US + 3_600_000_000, spread_s=3600, seed=7)  # probed
+    registry.register((i, "x") for i in dense[:100] + sparse[:2])
+    found = registry.lookup(dense + sparse)
+    assert {found[i] for i in dense[:100] + sparse[:2]} == {LookupResult.PRESENT}
+    assert {found[i] for i in dense[100:] + sparse[2:]} == {LookupResult.ABSENT}
+
+
+def test_gc_boundary_moves_only_forward_and_gc_removes_what_lies_below(
+    registry: IdRegistry,
+) -> None:
+    old = make_ids(400, start_us=NOW_US - 7_200_000_000, spread_s=600, seed=8)
+    new = make_ids(400, start_us=NOW_US, spread_s=600, seed=9)
+    registry.register((i, "t") for i in old + new)
+    boundary = NOW_US - 3_600_000_000
+    for shard in range(registry.sharding().max_shards):
+        assert registry.advance_gc_boundary(shard, boundary) == boundary
+        with pytest.raises(GcBoundaryRegressionError, match="cannot move back"):
+            registry.advance_gc_boundary(shard, boundary - 1)
+        report = registry.gc(shard)
+        assert report.deleted_ids > 0
+    assert sum(s.ids for s in registry.shard_stats()) == len(new)
+    assert set(registry.lookup(old).values()) == {LookupResult.TOO_OLD}
+    assert set(registry.register((i, "t2") for i in old).values()) == {RegisterResult.TOO_OLD}
+    assert set(registry.lookup(new).values()) == {LookupResult.PRESENT}
+    assert {registry.read_token(i) for i in new} == {"t"}
+
+
+def test_epochs_append_by_compare_and_set_and_clients_pick_them_up(connect: Connect) -> None:
+    first, second = connect(), connect()
+    before = first.sharding()
+    ids = make_ids(100, seed=10)
+    shards = {i: first.shard_of(EventId.parse(i)) for i in ids}
+    new = first.append_epoch(16, max_skew_s=60)
+    assert new.epochs[-1].shards == 16
+    assert new.epochs[-1].start_us >= NOW_US + 60_000_000
+    deadline = time.monotonic() + 5
+    while second.sharding().version != new.version and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert second.sharding().epochs == new.epochs  # seen through the watch, no restart
+    assert {i: second.shard_of(EventId.parse(i)) for i in ids} == shards
+    assert len(before.epochs) + 1 == len(new.epochs)
+    assert second.gc_boundary(15) == 0  # the new shards exist
+
+
+def test_concurrent_epoch_appends_one_wins_the_others_get_a_clear_conflict(
+    connect: Connect,
+) -> None:
+    clients = [connect() for _ in range(6)]
+    barrier = threading.Barrier(len(clients))
+    outcomes: list[str] = []
+
+    def append(reg: IdRegistry) -> None:
+        barrier.wait()
+        try:
+            reg.append_epoch(8, max_skew_s=30)
+            outcomes.append("won")
+        except EpochConflictError as exc:
+            assert "changed while this epoch was being added" in str(exc)
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=append, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wins = outcomes.count("won")
+    assert wins >= 1 and len(outcomes) == len(clients)
+    time.sleep(0.5)
+    assert len(clients[0].sharding().epochs) == 1 + wins
+
+
+def test_delete_if_token_and_clear_tokens(registry: IdRegistry) -> None:
+    ids = make_ids(10, seed=11)
+    registry.register((i, "attempt-7") for i in ids)
+    assert not registry.delete_if_token(ids[0], "attempt-8")
+    assert registry.delete_if_token(ids[0], "attempt-7")
+    assert registry.lookup([ids[0]])[ids[0]] is LookupResult.ABSENT
+    assert registry.clear_tokens(ids[1:5]) == 4
+    assert registry.read_token(ids[1]) == ""
+    assert not registry.delete_if_token(ids[1], "attempt-7")  # confirmed in output: keep it
+    assert registry.read_token(ids[5]) == "attempt-7"
+
+
+def test_bad_ids_and_tokens_are_refused_before_anything_is_written(registry: IdRegistry) -> None:
+    good = make_ids(3, seed=12)
+    with pytest.raises(InvalidEventIdError):
+        registry.register([(good[0], "t"), ("not-an-id", "t")])
+    with pytest.raises(InvalidTokenError):
+        registry.register([(good[0], "t"), (good[1], "")])
+    with pytest.raises(InvalidTokenError):
+        registry.register([(good[0], "x" * 256)])
+    with pytest.raises(ValueError, match="different tokens"):
+        registry.register([(good[0], "a"), (good[0], "b")])
+    assert set(registry.lookup(good).values()) == {LookupResult.ABSENT}
+
+
+def test_with_credentials_an_unauthenticated_client_can_neither_read_nor_write(
+    connect: Connect, local_stack: LocalStack, registry_root: str
+) -> None:
+    secured = connect(auth=("photon", "s3cret-pass"))
+    ids = make_ids(5, seed=13)
+    secured.register((i, "t") for i in ids)
+    node = secured.layout.node(secured.shard_of(EventId.parse(ids[0])), EventId.parse(ids[0]))
+    stranger = KazooClient(hosts=",".join(local_stack.settings.zk_hosts))
+    stranger.start(timeout=15)
+    try:
+        with pytest.raises(NoAuthError):
+            stranger.get(node)
+        with pytest.raises(NoAuthError):
+            stranger.get(f"{registry_root}/config/sharding")
+        with pytest.raises(NoAuthError):
+            stranger.create(f"{registry_root}/ids/0/intruder", b"x")
+        with pytest.raises(NoAuthError):
+            stranger.set(f"{registry_root}/gc/0", b"999999999999999999")
+    finally:
+        stranger.stop()
+        stranger.close()
+    assert secured.read_token(ids[0]) == "t"
