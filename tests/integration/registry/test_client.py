@@ -30,7 +30,7 @@ NOW_US = time.time_ns() // 1000
 
 def make_ids(n: int, *, start_us: int = NOW_US, spread_s: float = 60.0, seed: int = 1) -> list[str]:
     rng = random.Random(seed)
-    ids = set()
+    ids: set[str] = set()
     while len(ids) < n:
         ts = start_us + rng.randrange(int(spread_s * 1_000_000))
         ids.add(
