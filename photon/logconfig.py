@@ -26,5 +26,7 @@ def configure_logging(level: str = "info") -> None:
 
 
 def _stderr_logger(*_args: object) -> structlog.PrintLogger:
-    # Looked up at each use: a test runner (or a daemon) may replace sys.stderr later.
-    return structlog.PrintLogger(sys.stderr)
+    # Looked up at each use: a test runner (or a daemon) may replace sys.stderr, and
+    # close its replacement; a log line must never fail the work it reports on.
+    stream = sys.stderr if not getattr(sys.stderr, "closed", False) else sys.__stderr__
+    return structlog.PrintLogger(stream)

@@ -436,6 +436,7 @@ class IdRegistry:
             else:
                 fresh.append(op)
         attempts = 0
+        txn_size = self.max_ops_per_txn
         while fresh:
             attempts += 1
             if attempts > self._limits.commit_attempts:
@@ -443,7 +444,11 @@ class IdRegistry:
                     f"{len(fresh)} ids still not committed after {attempts - 1} rounds"
                 )
             self._ensure_buckets({op.bucket for op in fresh})
-            fresh = self._commit_round(fresh, results)
+            fresh = self._commit_round(fresh, results, txn_size)
+            # Under contention a big multi keeps failing on whichever id another
+            # writer took last; smaller ones then commit. One-op transactions always
+            # end in COMMITTED or a token to answer from, so this loop terminates.
+            txn_size = max(1, txn_size // 4)
         return results
 
     def _plan(self, items: Iterable[tuple[str | EventId, str]]) -> dict[str, _Op]:
@@ -475,12 +480,14 @@ class IdRegistry:
                 self._call(self._zk.ensure_path, bucket)
             self._known_buckets.add(bucket)
 
-    def _commit_round(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
+    def _commit_round(
+        self, ops: list[_Op], results: dict[str, RegisterResult], txn_size: int
+    ) -> list[_Op]:
         """Commit ``ops`` in transactions; return the ops to try again."""
         again: list[_Op] = []
         ops.sort(key=lambda op: (op.shard, op.bucket, op.key))
         in_flight: list[tuple[list[_Op], Any]] = []
-        for txn_ops in self._transactions(ops):
+        for txn_ops in self._transactions(ops, txn_size):
             if len(in_flight) >= self.max_in_flight:
                 again += self._settle(*in_flight.pop(0), results)
             txn = self._zk.transaction()
@@ -491,11 +498,11 @@ class IdRegistry:
             again += self._settle(txn_ops, pending, results)
         return again
 
-    def _transactions(self, ops: list[_Op]) -> Iterator[list[_Op]]:
+    def _transactions(self, ops: list[_Op], txn_size: int) -> Iterator[list[_Op]]:
         batch: list[_Op] = []
         size = 0
         for op in ops:
-            if batch and (len(batch) >= self.max_ops_per_txn or size + op.size > MAX_REQUEST_BYTES):
+            if batch and (len(batch) >= txn_size or size + op.size > MAX_REQUEST_BYTES):
                 yield batch
                 batch, size = [], 0
             batch.append(op)
@@ -511,7 +518,7 @@ class IdRegistry:
         except _TRANSIENT as exc:
             log.warning("registry.commit_lost", ops=len(ops), error=type(exc).__name__)
             self._wait_connected()
-            return self._resolve(ops, results)  # applied or not: the tokens tell
+            return self._reconnecting(self._resolve, ops, results)  # applied or not: tokens tell
         if all(isinstance(r, str) for r in outcome):
             for op in ops:
                 results[op.key] = RegisterResult.COMMITTED
@@ -525,7 +532,7 @@ class IdRegistry:
         if any(isinstance(f, NoNodeError) for f in failures):
             for bucket in {op.bucket for op in ops}:
                 self._known_buckets.discard(bucket)  # GC took it: re-create, or TOO_OLD
-        return self._resolve(ops, results)
+        return self._reconnecting(self._resolve, ops, results)
 
     def _resolve(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
         """Answer ids already registered from their tokens; return the rest to commit."""
@@ -534,11 +541,9 @@ class IdRegistry:
             by_bucket[op.bucket].append(op)
         present: list[_Op] = []
         retry: list[_Op] = []
+        listings = {b: self._zk.get_children_async(b) for b in by_bucket}  # pipelined
         for bucket, bucket_ops in by_bucket.items():
-            try:
-                names = set(self._children(bucket))
-            except NoNodeError:
-                names = set()
+            names = set(self._get(listings[bucket], default=[]))
             for op in bucket_ops:
                 (present if op.key in names else retry).append(op)
         tokens = [(op, self._zk.get_async(op.path)) for op in present]
@@ -553,8 +558,9 @@ class IdRegistry:
                 RegisterResult.COMMITTED if same else RegisterResult.ALREADY_REGISTERED
             )
         still: list[_Op] = []
+        boundaries = {shard: self._fresh_boundary(shard) for shard in {op.shard for op in retry}}
         for op in retry:
-            if op.event_id.ts_us < self._fresh_boundary(op.shard):
+            if op.event_id.ts_us < boundaries[op.shard]:
                 results[op.key] = RegisterResult.TOO_OLD
             else:
                 still.append(op)

@@ -159,14 +159,16 @@ class LocalStack:
             state = self._load_state()
             report = DownReport(stopped=[], already_gone=[], still_listening={})
             if state is not None:
+                # Stop everything first; report afterwards, so nothing can leave a server running.
                 for name, record in state.services.items():
                     stopped = process.stop(record.identity)
                     (report.stopped if stopped else report.already_gone).append(name)
-                    log.info("stack.stopped" if stopped else "stack.already_gone", service=name)
+                self.state_path.unlink()
+                for record in state.services.values():
                     for setting, port in record.ports.items():
                         if port_is_listening(state.host, port):
                             report.still_listening[setting] = port
-                self.state_path.unlink()
+                log.info("stack.down", stopped=report.stopped, already_gone=report.already_gone)
             if purge and self.root.exists():
                 shutil.rmtree(self.root)
             return report

@@ -154,3 +154,24 @@ def test_a_service_that_dies_at_start_fails_up_and_leaves_nothing_running(
     assert not alive
     for port in settings.stack.ports().values():
         assert not port_is_listening(settings.stack.host, port)
+
+
+def test_down_stops_everything_even_when_stderr_is_closed(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    from photon.logconfig import configure_logging
+
+    configure_logging("info")  # as the CLI does; stays in force for the whole session
+    settings = settings_from_env(stack_env(tmp_path_factory.mktemp("closed")))
+    stack = LocalStack(settings)
+    stack.up()
+    records = stack.records()
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", closed)  # as at the end of a pytest session
+    report = stack.down(purge=True)
+    assert sorted(report.stopped) == sorted(records)
+    assert not any(process.is_running(r.identity) for r in records.values())

@@ -1,0 +1,118 @@
+"""Many writers, one winner per id: processes racing over overlapping ids, and a
+ZooKeeper leader killed in the middle of registration."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from photon.stack import process
+from photon.stack.manager import LocalStack
+from photon.stack.zookeeper import srvr_mode
+from registry import IdRegistry, LookupResult, RegisterResult
+from tests.integration.registry.conftest import Connect
+from tests.integration.registry.test_client import make_ids
+
+pytestmark = pytest.mark.integration
+
+PROCESSES = 8
+POOL = 110_000
+SHARE = 0.3  # each process registers 30% of the pool: the union is ~104k ids
+
+
+def register_share(hosts: list[str], root: str, worker: int, ids: list[str]) -> list[str]:
+    """One process: register its ids in batches of 1,000; return those it won."""
+    won: list[str] = []
+    with IdRegistry.connect(hosts, root, default_shards=4) as reg:
+        token = f"proc-{worker}"
+        for start in range(0, len(ids), 1000):
+            results = reg.register((i, token) for i in ids[start : start + 1000])
+            won += [i for i, r in results.items() if r is RegisterResult.COMMITTED]
+    return won
+
+
+def test_eight_processes_one_winner_per_id(
+    local_stack: LocalStack, connect: Connect, registry_root: str
+) -> None:
+    pool = make_ids(POOL, spread_s=600, seed=21)
+    rng = random.Random(22)
+    shares = [rng.sample(pool, int(POOL * SHARE)) for _ in range(PROCESSES)]
+    union = set().union(*shares)
+    assert len(union) >= 100_000
+    connect()  # create the registry once, before the race
+    hosts = local_stack.settings.zk_hosts
+    started = time.monotonic()
+    with ProcessPoolExecutor(PROCESSES, mp_context=multiprocessing.get_context("spawn")) as ex:
+        futures = [
+            ex.submit(register_share, hosts, registry_root, w, s) for w, s in enumerate(shares)
+        ]
+        won = [f.result() for f in futures]
+    elapsed = time.monotonic() - started
+    print(f"\n{sum(map(len, shares))} registrations by {PROCESSES} processes in {elapsed:.1f} s")
+
+    winners = Counter(i for ids in won for i in ids)
+    assert set(winners) == union  # every id was won ...
+    assert set(winners.values()) == {1}  # ... by exactly one process
+    owner = {i: f"proc-{w}" for w, ids in enumerate(won) for i in ids}
+
+    reg = connect()
+    tokens = {i: reg.read_token(i) for i in rng.sample(sorted(union), 5_000)}
+    assert all(tokens[i] == owner[i] for i in tokens)
+    for w in range(PROCESSES):
+        again = reg.register((i, f"proc-{w}") for i in won[w][:500])
+        assert set(again.values()) == {RegisterResult.COMMITTED}
+    assert sum(s.ids for s in reg.shard_stats()) == len(union)
+
+
+def test_killing_the_zookeeper_leader_loses_no_acknowledged_id(
+    local_stack: LocalStack, connect: Connect
+) -> None:
+    stack = local_stack.settings.stack
+    ids = make_ids(20_000, spread_s=300, seed=31)
+    regs = [connect(session_timeout_s=10.0) for _ in range(2)]
+    acknowledged: dict[str, str] = {}
+    lock = threading.Lock()
+    gaps: list[float] = []
+
+    def writer(n: int) -> None:
+        token = f"writer-{n}"
+        mine = ids[n::2]
+        last = time.monotonic()
+        for start in range(0, len(mine), 250):
+            results = regs[n].register((i, token) for i in mine[start : start + 250])
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+            with lock:
+                acknowledged.update(
+                    {i: token for i, r in results.items() if r is RegisterResult.COMMITTED}
+                )
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    while len(acknowledged) < 4_000:
+        time.sleep(0.01)
+    leader = next(
+        name
+        for i, name in enumerate(("zk1", "zk2", "zk3"))
+        if srvr_mode(stack.host, stack.zk_client_ports[i]) == "leader"
+    )
+    assert process.kill(local_stack.records()[leader].identity)
+    for t in threads:
+        t.join(timeout=120)
+    try:
+        assert len(acknowledged) == len(ids)  # both writers finished everything
+        assert max(gaps) < 10.0, f"a batch waited {max(gaps):.1f} s across the leader's death"
+        check = connect()
+        assert set(check.lookup(ids).values()) == {LookupResult.PRESENT}
+        sample = random.Random(32).sample(ids, 2_000)
+        assert all(check.read_token(i) == acknowledged[i] for i in sample)
+    finally:
+        assert local_stack.up().healthy  # the killed node rejoins
