@@ -469,16 +469,21 @@ class IdRegistry:
         return ops
 
     def _ensure_buckets(self, buckets: set[str]) -> None:
+        """Create missing hour and bucket znodes, each level in one pipelined burst."""
         missing = sorted(b for b in buckets if b not in self._known_buckets)
-        pending = [(b, self._zk.create_async(b, b"", makepath=True)) for b in missing]
-        for bucket, result in pending:
-            try:
-                result.get()
-            except NodeExistsError:
-                pass
-            except _TRANSIENT:
-                self._call(self._zk.ensure_path, bucket)
-            self._known_buckets.add(bucket)
+        if not missing:
+            return
+        hours = sorted({b.rsplit("/", 1)[0] for b in missing} - self._known_buckets)
+        for level in (hours, missing):
+            pending = [(path, self._zk.create_async(path, b"")) for path in level]
+            for path, result in pending:
+                try:
+                    result.get()
+                except NodeExistsError:
+                    pass
+                except (NoNodeError, *_TRANSIENT):  # parent collected meanwhile, or a hiccup
+                    self._call(self._zk.ensure_path, path)
+            self._known_buckets.update(level)
 
     def _commit_round(
         self, ops: list[_Op], results: dict[str, RegisterResult], txn_size: int
@@ -535,22 +540,16 @@ class IdRegistry:
         return self._reconnecting(self._resolve, ops, results)
 
     def _resolve(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
-        """Answer ids already registered from their tokens; return the rest to commit."""
-        by_bucket: dict[str, list[_Op]] = defaultdict(list)
-        for op in ops:
-            by_bucket[op.bucket].append(op)
-        present: list[_Op] = []
+        """Answer ids already registered from their tokens; return the rest to commit.
+
+        One pipelined get per id tells both whether it is there and whose it is.
+        """
         retry: list[_Op] = []
-        listings = {b: self._zk.get_children_async(b) for b in by_bucket}  # pipelined
-        for bucket, bucket_ops in by_bucket.items():
-            names = set(self._get(listings[bucket], default=[]))
-            for op in bucket_ops:
-                (present if op.key in names else retry).append(op)
-        tokens = [(op, self._zk.get_async(op.path)) for op in present]
+        tokens = [(op, self._zk.get_async(op.path)) for op in ops]
         for op, pending in tokens:
             try:
                 data, _ = pending.get()
-            except NoNodeError:  # deleted since the listing (recovery or GC)
+            except NoNodeError:
                 retry.append(op)
                 continue
             same = data == op.token

@@ -16,7 +16,6 @@ message says what is wrong; callers quarantine the line that carried it.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +29,8 @@ MAX_TS_US = 7_258_118_400_000_000
 MAX_PID = 2**32 - 1
 
 _DIGITS = re.compile(r"[1-9][0-9]*")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 
 
 class InvalidEventIdError(ValueError):
@@ -91,12 +92,10 @@ class EventId:
 
 
 def _check_ip(ip: str) -> None:
-    try:
-        parsed = ipaddress.IPv4Address(ip)
-    except (ipaddress.AddressValueError, ValueError) as exc:
-        raise InvalidEventIdError(f"server address {ip!r} is not an IPv4 address") from exc
-    if str(parsed) != ip:
-        raise InvalidEventIdError(f"server address {ip!r} is not in canonical dotted form")
+    # A regex, not the ipaddress module: this runs for every id the registry
+    # sees, and ipaddress costs ~60 us an id.
+    if not _IPV4.fullmatch(ip):
+        raise InvalidEventIdError(f"server address {ip!r} is not a canonical IPv4 address")
 
 
 def parse_event_id(text: str) -> EventId:

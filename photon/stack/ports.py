@@ -23,6 +23,9 @@ class PortInUseError(RuntimeError):
 
 def port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the servers bind: connections of a just-killed server linger in TIME_WAIT,
+        # and they must not make its port look taken when it restarts.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

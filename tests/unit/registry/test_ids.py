@@ -38,8 +38,8 @@ def test_parse_the_design_example() -> None:
         ("", "not '<ipv4>:<pid>:<ts_us>'"),
         ("10.1.2.3:4242", "not '<ipv4>:<pid>:<ts_us>'"),
         ("10.1.2.3:4242:1767225600123456:9", "not '<ipv4>:<pid>:<ts_us>'"),
-        ("10.1.2.300:4242:1767225600123456", "not an IPv4 address"),
-        ("host:4242:1767225600123456", "not an IPv4 address"),
+        ("10.1.2.300:4242:1767225600123456", "not a canonical IPv4 address"),
+        ("host:4242:1767225600123456", "not a canonical IPv4 address"),
         ("::1:4242:1767225600123456", "not '<ipv4>:<pid>:<ts_us>'"),
         ("10.1.2.3:-1:1767225600123456", "pid '-1'"),
         ("10.1.2.3:0:1767225600123456", "pid '0'"),
@@ -69,3 +69,11 @@ def test_ids_order_by_server_then_pid_then_time() -> None:
     a = EventId("10.0.0.1", 5, MIN_TS_US + 2)
     b = EventId("10.0.0.1", 5, MIN_TS_US + 3)
     assert a < b
+
+
+@pytest.mark.parametrize(
+    "ip", ["10.01.2.3", "256.1.1.1", "1.2.3", "1.2.3.4.5", "1.2.3.-4", " 1.2.3.4", "01.2.3.4"]
+)
+def test_only_canonical_ipv4_addresses_are_accepted(ip: str) -> None:
+    with pytest.raises(InvalidEventIdError, match="canonical IPv4"):
+        EventId.parse(f"{ip}:4242:1767225600123456")
