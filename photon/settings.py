@@ -83,8 +83,19 @@ class ZooKeeperSettings(_Section):
     retry_max_delay_s: PositiveSeconds = 2.0
     auth_user: str | None = None
     auth_password: SecretStr | None = None
+    # Width of the registry's time buckets; fixed when a registry root is first created.
+    bucket_s: Annotated[int, Field(ge=1, le=3600)] = 10
+    max_ops_per_txn: Annotated[int, Field(ge=1, le=10_000)] = 1000
+    max_in_flight: Annotated[int, Field(ge=1, le=256)] = 8
 
     _split = field_validator("hosts", mode="before")(_split_list)
+
+    @field_validator("bucket_s")
+    @classmethod
+    def _check_bucket(cls, bucket_s: int) -> int:
+        if 3600 % bucket_s:
+            raise ValueError(f"{bucket_s} does not divide an hour (3600 s)")
+        return bucket_s
 
     @field_validator("hosts")
     @classmethod

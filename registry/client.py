@@ -430,8 +430,9 @@ class IdRegistry:
         ops = self._plan(items)
         results: dict[str, RegisterResult] = {}
         fresh: list[_Op] = []
+        boundaries = {shard: self.gc_boundary(shard) for shard in {op.shard for op in ops.values()}}
         for op in ops.values():
-            if op.event_id.ts_us < self.gc_boundary(op.shard):
+            if op.event_id.ts_us < boundaries[op.shard]:
                 results[op.key] = RegisterResult.TOO_OLD
             else:
                 fresh.append(op)

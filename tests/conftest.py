@@ -66,8 +66,14 @@ def settings_from_env(env: dict[str, str]) -> PhotonSettings:
 
 
 @pytest.fixture(scope="session")
-def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> PhotonSettings:
-    return settings_from_env(stack_env(tmp_path_factory.mktemp("stack")))
+def stack_environment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The PHOTON_* variables of the session's shared stack (for commands run in tests)."""
+    return stack_env(tmp_path_factory.mktemp("stack"))
+
+
+@pytest.fixture(scope="session")
+def stack_settings(stack_environment: dict[str, str]) -> PhotonSettings:
+    return settings_from_env(stack_environment)
 
 
 @pytest.fixture(scope="session")

@@ -17,18 +17,22 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from photon.cli.bench_cmds import bench_app
+from photon.cli.common import JsonOption, err, out, settings_of
+from photon.cli.registry_cmds import registry_app
 from photon.events.records import Stream
 from photon.gen.model import GenConfig
 from photon.gen.simulator import LogsNotEmptyError, simulate, write
 from photon.logconfig import LEVELS, configure_logging
 from photon.logs.scan import scan_dc
-from photon.settings import PhotonSettings, SettingsError, load_settings
+from photon.settings import SettingsError
 from photon.stack.manager import LocalStack, StackError, StackStatus
 from photon.stack.ports import PortInUseError
+from registry import InvalidEventIdError, InvalidTokenError, RegistryError
+from registry.sharding import InvalidShardingError
 
 app = typer.Typer(
     name="photon",
@@ -44,20 +48,25 @@ settings_app = typer.Typer(help="Inspect the effective settings.", no_args_is_he
 app.add_typer(stack_app, name="stack")
 app.add_typer(logs_app, name="logs")
 app.add_typer(settings_app, name="settings")
-
-out = Console()
-err = Console(stderr=True)
+app.add_typer(registry_app, name="registry")
+app.add_typer(bench_app, name="bench")
 
 #: Errors a user can act on: printed as one message, exit status 2.
-USER_ERRORS = (SettingsError, StackError, PortInUseError, LogsNotEmptyError)
+USER_ERRORS = (
+    SettingsError,
+    StackError,
+    PortInUseError,
+    LogsNotEmptyError,
+    RegistryError,
+    InvalidShardingError,
+    InvalidEventIdError,
+    InvalidTokenError,
+)
 
 
 class GenMode(StrEnum):
     BURST = "burst"
     LIVE = "live"
-
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 @app.callback()
@@ -78,18 +87,13 @@ def _main(
     ctx.obj = config
 
 
-def _settings(ctx: typer.Context) -> PhotonSettings:
-    config_file: Path | None = ctx.find_root().obj
-    return load_settings(config_file)
-
-
 # -- stack ---------------------------------------------------------------------
 
 
 @app.command()
 def up(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Start the local stack (idempotent) and print its endpoints."""
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     with err.status("starting the local stack (ZooKeeper ensemble, Redis, S3)..."):
         status = LocalStack(settings).up()
     _print_status(status, json_out)
@@ -101,7 +105,7 @@ def down(
     purge: Annotated[bool, typer.Option(help="Also delete the stack's data directories.")] = False,
 ) -> None:
     """Stop exactly the processes `photon up` started, and nothing else."""
-    report = LocalStack(_settings(ctx)).down(purge=purge)
+    report = LocalStack(settings_of(ctx)).down(purge=purge)
     if not report.stopped and not report.already_gone:
         out.print("no local stack was running")
     if report.stopped:
@@ -115,7 +119,7 @@ def down(
 @stack_app.command("status")
 def stack_status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Health of every service of the local stack; exit 1 when unhealthy."""
-    status = LocalStack(_settings(ctx)).status()
+    status = LocalStack(settings_of(ctx)).status()
     _print_status(status, json_out)
     if not status.healthy:
         raise typer.Exit(1)
@@ -196,7 +200,7 @@ def gen(
     json_out: JsonOption = False,
 ) -> None:
     """Simulate ad servers: write query and click logs for every DC, plus a manifest."""
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     try:
         cfg = GenConfig(
             seed=seed,
@@ -282,7 +286,7 @@ def logs_scan(
     json_out: JsonOption = False,
 ) -> None:
     """Read every log line as the pipelines will: events, duplicates, quarantined lines."""
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     dcs = dc or settings.dcs
     for name in dcs:
         settings.dc_logs(name)  # validates the name
@@ -323,7 +327,7 @@ def logs_scan(
 @settings_app.command("show")
 def settings_show(ctx: typer.Context) -> None:
     """The effective settings (secrets masked), as JSON."""
-    out.print_json(json.dumps(_settings(ctx).redacted(), default=str))
+    out.print_json(json.dumps(settings_of(ctx).redacted(), default=str))
 
 
 # -- demo ----------------------------------------------------------------------
@@ -335,7 +339,7 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Leave the stack running afterwards.")] = False,
 ) -> None:
     """The main job on embedded defaults: stack up, logs generated and read, status, stack down."""
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     stack = LocalStack(settings)
     try:
         out.rule("1. local stack up")

@@ -1,0 +1,54 @@
+"""``photon bench ...``: benchmarks that print figures (speed goals live here, not in tests)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from photon.bench import registry as registry_bench
+from photon.cli.common import JsonOption, err, out, print_json, settings_of
+
+bench_app = typer.Typer(help="Benchmarks on the running local stack.", no_args_is_help=True)
+
+
+@bench_app.command("registry")
+def bench_registry(
+    ctx: typer.Context,
+    batches: Annotated[int, typer.Option(help="Batches per batch size.", min=3, max=1000)] = 30,
+    unbatched: Annotated[int, typer.Option(help="Single-id register calls.", min=10)] = 300,
+    json_out: JsonOption = False,
+) -> None:
+    """IdRegistry throughput: unbatched vs batched vs raw kazoo multi, and lookups."""
+    settings = settings_of(ctx)
+    with err.status("benchmarking the IdRegistry...") as status:
+        result = registry_bench.run(
+            settings,
+            batches=batches,
+            unbatched=unbatched,
+            on_step=lambda text: status.update(f"benchmarking the IdRegistry: {text}"),
+        )
+    data = result.to_dict()
+    if json_out:
+        print_json(data)
+        return
+    out.print(
+        f"unbatched: {data['unbatched_ids_per_s']} ids/s; lookup: {data['lookup_ids_per_s']} ids/s"
+    )
+    table = Table("batch", "API ids/s", "txn/s", "p50 ms", "p99 ms", "raw multi ids/s")
+    for size, row in data["batched"].items():
+        raw = data["raw_multi"][size]["ids_per_s"]
+        table.add_row(
+            size,
+            str(row["ids_per_s"]),
+            str(row["txn_per_s"]),
+            str(row["p50_ms"]),
+            str(row["p99_ms"]),
+            str(raw),
+        )
+    out.print(table)
+    out.print(
+        f"batched@1000 = {data['batched_1000_vs_unbatched']}x unbatched (target 25x), "
+        f"{data['batched_1000_share_of_raw']:.0%} of raw multi (target 50%)"
+    )
