@@ -1,0 +1,353 @@
+"""The joiner: one micro-batch of click lines, joined at most once (DESIGN §4).
+
+For a batch of click log lines (plus the retry store's due clicks) it:
+
+1. decodes the lines; bad ones are quarantined (written, counted);
+2. drops clicks seen twice in the batch (log shipping duplicates lines);
+3. looks the clicks up in the IdRegistry and skips those already joined (by
+   any DC): this keeps wasted joins low when several DCs run;
+4. finds each click's query: the CacheEventStore, else the LogsEventStore;
+5. passes (click, query) to the adapter, which may skip the click;
+6. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``;
+7. only then writes the clicks it registered (``COMMITTED``) as one object;
+8. defers clicks whose query was not found to the retry store; those past
+   its limits are written out as unjoinable, with the reason.
+
+Why no click is ever output twice: a click is written only after this batch's
+token won its registration, and the registry lets one token win per id.
+
+Why none is lost to a crash: the batch is recorded as open before step 3 and
+closed after step 8. A crash leaves it open; Spark then replays the same
+lines under the same batch id, and the replay joins again the ids that hold
+this batch's token (re-registering them answers ``COMMITTED``). Objects are
+write-once by key, so a batch that crashed after its write keeps its first
+object. What a replay cannot restore (e.g. its query vanished from both
+stores meanwhile) is registered but missing from the output, with a dead
+attempt's token: verification finds it and recovery re-injects it.
+
+How it fails: registry, object store and retry store errors propagate and
+fail the batch, to be replayed; Redis errors never do (the cache is
+best-effort).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import structlog
+
+from photon import metrics
+from photon.events.records import (
+    ClickEvent,
+    QuarantineRecord,
+    QueryEvent,
+    Stream,
+    decode_click,
+    decode_line,
+    decode_query,
+)
+from photon.join.adapter import Adapter, schema_of
+from photon.join.cache import CacheEventStore
+from photon.join.logstore import LogsEventStore
+from photon.join.output import JOINED_BASE, OutputWriter
+from photon.join.retry import PendingClick, RetryStore
+from photon.logs.reader import LogLine
+from registry import IdRegistry, LookupResult, RegisterResult
+
+log = structlog.get_logger(__name__)
+
+RETRY_PASS_PREFIX = "retry-"  # noqa: S105 (a batch name prefix, not a secret)
+
+
+@dataclass(slots=True)
+class BatchReport:
+    batch: str
+    replay: bool = False
+    lines: int = 0
+    quarantined: int = 0
+    duplicates_in_batch: int = 0
+    retries_due: int = 0
+    already_joined: int = 0
+    too_old: int = 0
+    from_cache: int = 0
+    from_logs: int = 0
+    filtered: int = 0
+    joined: int = 0
+    wasted: int = 0
+    deferred: int = 0
+    unjoinable: int = 0
+    objects: list[str] = field(default_factory=list)
+    latencies_us: list[int] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int | str | bool]:
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("objects", "latencies_us")}
+
+
+@dataclass(slots=True)
+class _Click:
+    event: ClickEvent
+    line: PendingClick
+    from_retry: bool
+
+
+class Joiner:
+    """Joins one DC's click batches; one batch at a time (a lock guards it)."""
+
+    def __init__(
+        self,
+        *,
+        dc: str,
+        attempt: str,
+        registry: IdRegistry,
+        cache: CacheEventStore,
+        logs: LogsEventStore,
+        retries: RetryStore,
+        output: OutputWriter,
+        adapter: Adapter,
+        max_retries_per_batch: int = 5_000,
+        logmap_refresh_s: float = 1.0,
+        clock: Callable[[], int] = lambda: time.time_ns() // 1000,
+    ) -> None:
+        if "/" in attempt or not attempt:
+            raise ValueError(f"attempt {attempt!r} must be a non-empty name without '/'")
+        self.dc = dc
+        self.attempt = attempt
+        self.registry = registry
+        self.cache = cache
+        self.logs = logs
+        self.retries = retries
+        self.output = output
+        self.adapter = adapter
+        self.max_retries_per_batch = max_retries_per_batch
+        self.logmap_refresh_s = logmap_refresh_s
+        self.clock = clock
+        adapter_schema = schema_of(adapter)
+        self._schema: pa.Schema | None = (
+            None if adapter_schema is None else pa.schema([*JOINED_BASE, *adapter_schema])
+        )
+        self._lock = threading.Lock()
+        self._logmap_loaded_at = float("-inf")
+
+    def token(self, batch: str) -> str:
+        return f"{self.dc}/{self.attempt}/{batch}"
+
+    # -- entry points -----------------------------------------------------------
+
+    def process(self, batch: str, lines: Sequence[LogLine]) -> BatchReport:
+        """One streaming micro-batch (``batch`` is Spark's batch id), plus due retries."""
+        with self._lock:
+            return self._process(batch, lines, with_retries=True)
+
+    def process_retries(self) -> BatchReport | None:
+        """A pass over due retries alone (when no new clicks arrive); None if none are due.
+
+        A pass left open by a crash is run again under its own name first.
+        """
+        with self._lock:
+            unfinished = self.retries.unfinished_batches(RETRY_PASS_PREFIX)
+            if unfinished:
+                return self._process(unfinished[0], [], with_retries=True)
+            if not self.retries.due(self.clock(), 1):
+                return None
+            batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
+            return self._process(batch, [], with_retries=True)
+
+    # -- the batch ----------------------------------------------------------------
+
+    def _process(self, batch: str, lines: Sequence[LogLine], *, with_retries: bool) -> BatchReport:
+        now = self.clock()
+        report = BatchReport(batch=batch, lines=len(lines))
+        report.replay = self.retries.begin_batch(batch)
+        clicks, quarantined = self._decode(lines, report)
+        if quarantined:
+            key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
+            report.objects.append(key or "")
+        if with_retries:
+            self._add_due_retries(clicks, now, report)
+        resolved: list[str] = []  # retry-store clicks settled by this batch
+
+        pending, too_old = self._skip_registered(batch, clicks, report, resolved)
+        found = self._find_queries(pending, report)
+
+        rows: list[dict[str, Any]] = []
+        to_register: list[tuple[_Click, dict[str, Any]]] = []
+        not_found: list[_Click] = []
+        for click in pending:
+            query = found.get(str(click.event.query_id))
+            if query is None:
+                not_found.append(click)
+                continue
+            fields = self.adapter.adapt(click.event, query)
+            if fields is None:
+                report.filtered += 1
+                resolved.append(click.line.click_id)
+                continue
+            to_register.append((click, dict(fields)))
+
+        token = self.token(batch)
+        too_old_rows: list[dict[str, Any]] = []
+        if to_register:
+            results = self.registry.register(
+                (click.event.click_id, token) for click, _ in to_register
+            )
+            for click, fields in to_register:
+                outcome = results[click.line.click_id]
+                resolved.append(click.line.click_id)
+                if outcome is RegisterResult.COMMITTED:
+                    rows.append(
+                        {
+                            **fields,
+                            "click_id": click.line.click_id,
+                            "query_id": str(click.event.query_id),
+                            "dc": self.dc,
+                            "joined_at_us": now,
+                            "token": token,
+                        }
+                    )
+                    report.latencies_us.append(max(0, now - click.event.click_id.ts_us))
+                elif outcome is RegisterResult.ALREADY_REGISTERED:
+                    report.wasted += 1
+                else:
+                    report.too_old += 1
+                    too_old_rows.append(self._unjoinable_row(click.line, "too_old", now))
+        if rows:
+            report.objects.append(self.output.joined(batch, rows, self._schema) or "")
+            report.joined = len(rows)
+
+        too_old_rows += [self._unjoinable_row(c.line, "too_old", now) for c in too_old]
+        if too_old_rows:
+            report.objects.append(self.output.unjoinable(batch, too_old_rows, too_old=True) or "")
+
+        deferred, expired = self.retries.defer((c.line for c in not_found), now)
+        report.deferred = len(deferred)
+        report.unjoinable = len(expired)
+        if expired:
+            unjoinable = [self._unjoinable_row(c, "query_not_found", now) for c in expired]
+            report.objects.append(self.output.unjoinable(batch, unjoinable) or "")
+
+        self.retries.remove(resolved)
+        self.retries.finish_batch(batch)
+        self._count(report)
+        return report
+
+    def _decode(
+        self, lines: Sequence[LogLine], report: BatchReport
+    ) -> tuple[list[_Click], list[QuarantineRecord]]:
+        clicks: dict[str, _Click] = {}
+        quarantined: list[QuarantineRecord] = []
+        for line in lines:
+            decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
+            if isinstance(decoded, QuarantineRecord):
+                quarantined.append(decoded)
+                continue
+            assert isinstance(decoded, ClickEvent)
+            key = str(decoded.click_id)
+            if key in clicks:
+                report.duplicates_in_batch += 1
+                continue
+            clicks[key] = _Click(
+                decoded, PendingClick(key, line.raw, line.file, line.offset), False
+            )
+        report.quarantined = len(quarantined)
+        for record in quarantined:
+            metrics.QUARANTINED_LINES.labels(self.dc, Stream.CLICKS.value, str(record.reason)).inc()
+        return list(clicks.values()), quarantined
+
+    def _add_due_retries(self, clicks: list[_Click], now: int, report: BatchReport) -> None:
+        present = {c.line.click_id for c in clicks}
+        for item in self.retries.due(now, self.max_retries_per_batch):
+            if item.click_id in present:
+                continue  # the same click came again in this batch's lines
+            clicks.append(_Click(decode_click(item.raw), item, True))
+            report.retries_due += 1
+
+    def _skip_registered(
+        self, batch: str, clicks: list[_Click], report: BatchReport, resolved: list[str]
+    ) -> tuple[list[_Click], list[_Click]]:
+        """(clicks to join, clicks too old): those not yet in the registry, and,
+        in a replay, those this batch's token holds."""
+        if not clicks:
+            return [], []
+        found = self.registry.lookup(c.event.click_id for c in clicks)
+        token = self.token(batch)
+        pending: list[_Click] = []
+        too_old: list[_Click] = []
+        for click in clicks:
+            state = found[click.line.click_id]
+            if state is LookupResult.ABSENT:
+                pending.append(click)
+            elif state is LookupResult.TOO_OLD:
+                report.too_old += 1
+                resolved.append(click.line.click_id)
+                too_old.append(click)
+            elif report.replay and self.registry.read_token(click.event.click_id) == token:
+                pending.append(click)  # ours, from the crashed try of this batch
+            else:
+                report.already_joined += 1
+                resolved.append(click.line.click_id)
+        return pending, too_old
+
+    def _find_queries(self, clicks: list[_Click], report: BatchReport) -> dict[str, QueryEvent]:
+        wanted = {str(c.event.query_id): c.event.query_id for c in clicks}
+        if not wanted:
+            return {}
+        found: dict[str, QueryEvent] = {}
+        for query_id, raw in self.cache.get_many(wanted).items():
+            query = _decode_query(raw, query_id)
+            if query is not None:
+                found[query_id] = query
+        report.from_cache = len(found)
+        missing = [wanted[q] for q in wanted if q not in found]
+        if missing:
+            if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
+                self.logs.logmap.refresh()
+                self._logmap_loaded_at = time.monotonic()
+            for query_id, raw in self.logs.find_many(missing).items():
+                query = _decode_query(raw, query_id)
+                if query is not None:
+                    found[query_id] = query
+                    report.from_logs += 1
+        return found
+
+    def _unjoinable_row(self, click: PendingClick, reason: str, now: int) -> dict[str, Any]:
+        event = decode_click(click.raw)
+        return {
+            "click_id": click.click_id,
+            "query_id": str(event.query_id),
+            "dc": self.dc,
+            "reason": reason,
+            "attempts": click.attempts,
+            "first_seen_us": click.first_seen_us or now,
+            "decided_at_us": now,
+            "file": click.file,
+            "offset": click.offset,
+            "raw": click.raw.decode("utf-8"),
+        }
+
+    def _count(self, report: BatchReport) -> None:
+        for outcome in (
+            "already_joined",
+            "too_old",
+            "filtered",
+            "joined",
+            "wasted",
+            "deferred",
+            "unjoinable",
+        ):
+            value = getattr(report, outcome)
+            if value:
+                metrics.CLICKS.labels(self.dc, outcome).inc(value)
+        log.info("joiner.batch", dc=self.dc, **report.counts())
+
+
+def _decode_query(raw: bytes, query_id: str) -> QueryEvent | None:
+    try:
+        query = decode_query(raw)
+    except ValueError:
+        return None
+    return query if str(query.query_id) == query_id else None

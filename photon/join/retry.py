@@ -1,0 +1,188 @@
+"""The retry store: clicks whose query has not been found yet, due again later.
+
+The paper's dispatcher keeps such clicks and tries them again with
+exponential backoff; a click whose query never comes ends, after both
+``max_attempts`` tries and ``max_age_s`` since it was first seen, as
+*unjoinable*. The store is a SQLite file on the DC's local storage (next to
+the Spark checkpoint, never on S3), keyed by ``click_id``: deferring the same
+click twice (a replayed micro-batch, a duplicated log line) keeps one row.
+
+Backoff is ``initial * multiplier ** (attempts - 1)``, capped at
+``max_backoff``, with a jitter of ``± jitter`` of it drawn from a stable hash
+of the click id and attempt, so a replay computes the same due time.
+
+How it fails: SQLite errors propagate and fail the batch (Spark retries it);
+the store is transactional, so a failed call changes nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from photon.settings import RetrySettings
+from registry.sharding import stable_hash
+
+_US = 1_000_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS retries (
+    click_id TEXT PRIMARY KEY,
+    raw BLOB NOT NULL,
+    file TEXT NOT NULL,
+    offset INTEGER NOT NULL,
+    first_seen_us INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    due_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS retries_due ON retries (due_us);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS open_batches (batch TEXT PRIMARY KEY);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingClick:
+    """A click line waiting for its query, with where it was read."""
+
+    click_id: str
+    raw: bytes
+    file: str
+    offset: int
+    first_seen_us: int = 0
+    attempts: int = 0
+
+
+class RetryStore:
+    def __init__(self, path: Path, policy: RetrySettings) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.policy = policy
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def backoff_us(self, click_id: str, attempts: int) -> int:
+        p = self.policy
+        base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
+        unit = (stable_hash(f"{click_id}#{attempts}") % 2_000_001) / 1_000_000 - 1.0  # [-1, 1]
+        return max(1, int(base * (1.0 + p.jitter * unit) * _US))
+
+    def defer(
+        self, clicks: Iterable[PendingClick], now_us: int
+    ) -> tuple[list[PendingClick], list[PendingClick]]:
+        """Schedule each click again; returns (deferred, expired).
+
+        Expired clicks, past both the attempt and the age limits, leave the
+        store: the caller writes them out as unjoinable.
+        """
+        deferred: list[PendingClick] = []
+        expired: list[PendingClick] = []
+        max_age_us = int(self.policy.max_age_s * _US)
+        with self._transaction():
+            for click in clicks:
+                row = self._db.execute(
+                    "SELECT first_seen_us, attempts FROM retries WHERE click_id = ?",
+                    (click.click_id,),
+                ).fetchone()
+                first_seen, attempts = (now_us, 0) if row is None else (row[0], row[1])
+                attempts += 1
+                current = PendingClick(
+                    click.click_id, click.raw, click.file, click.offset, first_seen, attempts
+                )
+                if attempts >= self.policy.max_attempts and now_us - first_seen >= max_age_us:
+                    self._db.execute("DELETE FROM retries WHERE click_id = ?", (click.click_id,))
+                    expired.append(current)
+                    continue
+                self._db.execute(
+                    "INSERT INTO retries VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (click_id) "
+                    "DO UPDATE SET attempts = excluded.attempts, due_us = excluded.due_us",
+                    (
+                        click.click_id,
+                        click.raw,
+                        click.file,
+                        click.offset,
+                        first_seen,
+                        attempts,
+                        now_us + self.backoff_us(click.click_id, attempts),
+                    ),
+                )
+                deferred.append(current)
+        return deferred, expired
+
+    def due(self, now_us: int, limit: int) -> list[PendingClick]:
+        """Up to ``limit`` clicks due at ``now_us``, the longest-waiting first."""
+        rows = self._db.execute(
+            "SELECT click_id, raw, file, offset, first_seen_us, attempts FROM retries "
+            "WHERE due_us <= ? ORDER BY due_us, click_id LIMIT ?",
+            (now_us, limit),
+        ).fetchall()
+        return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+
+    def remove(self, click_ids: Sequence[str]) -> None:
+        with self._transaction():
+            self._db.executemany(
+                "DELETE FROM retries WHERE click_id = ?", [(c,) for c in click_ids]
+            )
+
+    def pending(self) -> int:
+        row = self._db.execute("SELECT count(*) FROM retries").fetchone()
+        return int(row[0])
+
+    def contains(self, click_id: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM retries WHERE click_id = ?", (click_id,)).fetchone()
+        return row is not None
+
+    def next_sequence(self, name: str) -> int:
+        """A counter that survives restarts: numbers the retry-only passes."""
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO counters VALUES (?, 1) "
+                "ON CONFLICT (name) DO UPDATE SET value = value + 1",
+                (name,),
+            )
+            row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        return int(row[0])
+
+    def begin_batch(self, batch: str) -> bool:
+        """Record that ``batch`` starts; True when it had started before and not finished.
+
+        A batch that started and never finished may have registered ids without
+        writing them: its replay must join again the ids that hold its token.
+        """
+        with self._transaction():
+            row = self._db.execute("SELECT 1 FROM open_batches WHERE batch = ?", (batch,))
+            replay = row.fetchone() is not None
+            self._db.execute("INSERT OR IGNORE INTO open_batches VALUES (?)", (batch,))
+        return replay
+
+    def finish_batch(self, batch: str) -> None:
+        with self._transaction():
+            self._db.execute("DELETE FROM open_batches WHERE batch = ?", (batch,))
+
+    def unfinished_batches(self, prefix: str = "") -> list[str]:
+        rows = self._db.execute(
+            "SELECT batch FROM open_batches WHERE batch LIKE ? ORDER BY batch",
+            (prefix.replace("%", "") + "%",),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")

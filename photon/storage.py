@@ -1,0 +1,137 @@
+"""The object store (S3: MinIO in compose, MinIO or moto on the native stack).
+
+Every object is written with one ``PutObject``, so a reader sees it whole or
+not at all. ``put(..., if_absent=True)`` writes only when the key is free:
+a replayed micro-batch then leaves the first write in place (see
+``docs/join.md``, "Replays").
+
+How it fails: each call is retried with exponential backoff (``tenacity``) on
+connection errors, timeouts, throttling and 5xx answers, within
+``attempts``; past that :class:`ObjectStoreError` is raised and the caller's
+batch fails (Spark retries it). 4xx answers other than "not found" are not
+retried: they are our bug or a permission problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from photon.settings import PhotonSettings
+from photon.stack.s3 import s3_client
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+class ObjectStoreError(RuntimeError):
+    """The object store did not answer, or refused, within the retry limits."""
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        code = exc.response.get("Error", {}).get("Code", "")
+        return status >= 500 or status == 429 or code in ("SlowDown", "RequestTimeout")
+    return isinstance(exc, BotoCoreError)
+
+
+def _not_found(exc: ClientError) -> bool:
+    code = exc.response.get("Error", {}).get("Code", "")
+    return code in ("404", "NoSuchKey", "NotFound")
+
+
+class ObjectStore:
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        *,
+        attempts: int = 5,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, not {attempts}")
+        self.bucket = bucket
+        self._s3 = client
+        self._attempts = attempts
+        self._max_backoff_s = max_backoff_s
+
+    @classmethod
+    def from_settings(cls, settings: PhotonSettings, *, timeout_s: float = 10.0) -> ObjectStore:
+        # boto3 retries once inside; our own backoff (tenacity) does the rest.
+        client = s3_client(settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s, attempts=1)
+        return cls(client, settings.s3.bucket)
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        """Write ``data`` under ``key``; with ``if_absent``, only if no object is there.
+
+        Returns whether this call wrote it.
+        """
+        if if_absent and self.exists(key):
+            return False
+        self._call(self._s3.put_object, Bucket=self.bucket, Key=key, Body=data)
+        return True
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when there is none."""
+        try:
+            response = self._call(self._s3.get_object, Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _not_found(exc):
+                return None
+            raise
+        body: bytes = response["Body"].read()
+        return body
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._call(self._s3.head_object, Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _not_found(exc):
+                return False
+            raise
+        return True
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        """Every key under ``prefix``, in key order."""
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                args["ContinuationToken"] = token
+            page = self._call(self._s3.list_objects_v2, **args)
+            for item in page.get("Contents", []):
+                yield item["Key"]
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            chunk = [{"Key": k} for k in keys[start : start + 1000]]
+            self._call(self._s3.delete_objects, Bucket=self.bucket, Delete={"Objects": chunk})
+
+    def _call(self, func: Any, **kwargs: Any) -> Any:
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential(multiplier=0.1, max=self._max_backoff_s),
+            retry=retry_if_exception(_transient),
+            reraise=False,
+        )
+        try:
+            return retrying(func, **kwargs)
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            raise ObjectStoreError(
+                f"{func.__name__} on s3://{self.bucket} failed {self._attempts} times: {cause}"
+            ) from cause

@@ -1,0 +1,127 @@
+"""Fixtures for the join against the real stack: a bucket, a registry root, a DC's parts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from photon.join.adapter import AdClickAdapter
+from photon.join.cache import CacheEventStore
+from photon.join.joiner import Joiner
+from photon.join.logmap import LogFileMap, LogFileMapBuilder
+from photon.join.logstore import LogsEventStore
+from photon.join.output import OutputWriter
+from photon.join.query_reader import QueryReader
+from photon.join.retry import RetryStore
+from photon.settings import PhotonSettings, RetrySettings
+from photon.stack.manager import LocalStack
+from photon.stack.s3 import s3_client
+from photon.storage import ObjectStore
+from registry import IdRegistry
+
+W_US = 2_000_000
+M_BYTES = 64 * 1024
+RETRY = RetrySettings(
+    initial_backoff_s=1, max_backoff_s=4, multiplier=2, jitter=0.1, max_attempts=3, max_age_s=30
+)
+
+
+class Clock:
+    """The joiners' clock: event time of the run, moved on by the test."""
+
+    def __init__(self, now_us: int) -> None:
+        self.now_us = now_us
+
+    def __call__(self) -> int:
+        return self.now_us
+
+
+@dataclass
+class DcParts:
+    dc: str
+    reader: QueryReader
+    joiner: Joiner
+    retries: RetryStore
+
+
+@pytest.fixture
+def store(local_stack: LocalStack) -> Iterator[ObjectStore]:
+    """An object store on a bucket of this test's own."""
+    settings = local_stack.settings
+    client = s3_client(settings.s3_endpoint_url, settings.s3)
+    bucket = f"photon-t-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    yield ObjectStore(client, bucket)
+
+
+@pytest.fixture
+def registry(local_stack: LocalStack) -> Iterator[IdRegistry]:
+    root = f"/photon-join-{uuid.uuid4().hex[:12]}"
+    reg = IdRegistry.connect(local_stack.settings.zk_hosts, root, default_shards=4)
+    yield reg
+    reg.close()
+
+
+MakeDc = Callable[..., DcParts]
+
+
+@pytest.fixture
+def make_dc(
+    local_stack: LocalStack, store: ObjectStore, registry: IdRegistry, tmp_path: Path
+) -> Iterator[MakeDc]:
+    settings: PhotonSettings = local_stack.settings
+    caches: list[CacheEventStore] = []
+    stores: list[RetryStore] = []
+    prefix = f"photon-t-{uuid.uuid4().hex[:8]}"
+
+    def make(
+        dc: str,
+        logs_root: Path,
+        clock: Clock,
+        *,
+        redis_url: str | None = None,
+        reg: IdRegistry | None = None,
+        attempt: str = "run1",
+    ) -> DcParts:
+        cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
+        caches.append(cache)
+        retries = RetryStore(tmp_path / "state" / dc / attempt / "retry.sqlite", RETRY)
+        stores.append(retries)
+        output = OutputWriter(store, dc, attempt)
+        reader = QueryReader(
+            dc=dc,
+            attempt=attempt,
+            cache=cache,
+            store=store,
+            output=output,
+            builder=LogFileMapBuilder(W_US, M_BYTES),
+        )
+        logs = LogsEventStore(
+            logs_root / dc / "queries",
+            LogFileMap(store, dc),
+            window_us=W_US,
+            max_bytes=M_BYTES,
+        )
+        joiner = Joiner(
+            dc=dc,
+            attempt=attempt,
+            registry=reg or registry,
+            cache=cache,
+            logs=logs,
+            retries=retries,
+            output=output,
+            adapter=AdClickAdapter(),
+            logmap_refresh_s=0.0,
+            clock=clock,
+        )
+        return DcParts(dc, reader, joiner, retries)
+
+    yield make
+    for cache in caches:
+        cache.close()
+    for retries in stores:
+        retries.close()

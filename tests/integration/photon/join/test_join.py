@@ -1,0 +1,199 @@
+"""The join core end to end on the real stack: two DCs, one registry, generated logs.
+
+No Spark here: the micro-batches are cut by the growing-log reader, as the
+streaming source will cut them. The generator's manifest is the ground truth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from photon.events.records import ClickEvent, Stream, decode_line
+from photon.gen.model import GenConfig, Manifest
+from photon.gen.simulator import load_manifest, simulate, write
+from photon.join.output import decode
+from photon.logs.reader import GrowingLogReader, LogLine
+from photon.stack.ports import free_ports
+from photon.storage import ObjectStore
+from registry import IdRegistry
+
+from .conftest import Clock, DcParts, MakeDc
+
+pytestmark = pytest.mark.integration
+
+START_US = 1_767_225_600_000_000
+S = 1_000_000
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> tuple[Path, Manifest]:
+    cfg = GenConfig(
+        seed=11,
+        start_us=START_US,
+        queries=400,
+        query_rate=200.0,
+        click_delay_tail_max_s=120.0,
+        delayed_query_fraction=0.1,
+        orphan_click_fraction=0.05,
+        duplicate_click_fraction=0.05,
+        malformed_fraction=0.01,
+        outage_start_s=0.5,
+        outage_duration_s=1.0,
+        rollover_bytes=16 * 1024,
+    )
+    root = tmp_path / "logs"
+    write(simulate(cfg), root)
+    return root, load_manifest(root)
+
+
+def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
+    reader = GrowingLogReader(directory)
+    offsets: dict[str, int] = {}
+    out = []
+    while (read := reader.read(offsets, max_bytes=max_bytes)).lines:
+        out.append(read.lines)
+        offsets = read.offsets
+    return out
+
+
+def rows(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for key in store.keys(prefix):
+        data = store.get(key)
+        assert data is not None
+        found += decode(data)
+    return found
+
+
+def run_dc(parts: DcParts, root: Path, clock: Clock, *, clicks_first: bool) -> None:
+    """Feed a DC's logs through its reader and joiner, then drain the retry store."""
+    query_batches = batches(root / parts.dc / "queries", 8 * 1024)
+    click_batches = batches(root / parts.dc / "clicks", 4 * 1024)
+    order: list[tuple[str, list[LogLine]]] = []
+    if clicks_first:  # every click arrives before any query: all go through retries
+        order = [("c", b) for b in click_batches] + [("q", b) for b in query_batches]
+    else:  # interleaved, as two streams arrive
+        for n in range(max(len(query_batches), len(click_batches))):
+            order += [("q", b) for b in query_batches[n : n + 1]]
+            order += [("c", b) for b in click_batches[n : n + 1]]
+    for n, (kind, lines) in enumerate(order):
+        clock.now_us += S // 10
+        if kind == "q":
+            parts.reader.process(f"{n:012d}", lines)
+        else:
+            parts.joiner.process(f"{n:012d}", lines)
+    for _ in range(200):  # retry passes until nothing is pending
+        clock.now_us += 5 * S
+        parts.joiner.process_retries()
+        if parts.retries.pending() == 0:
+            return
+    raise AssertionError(f"{parts.retries.pending()} clicks still pending")
+
+
+def check_exactly_once(store: ObjectStore, manifest: Manifest) -> list[dict[str, Any]]:
+    joined = rows(store, "joined/")
+    counts = Counter(r["click_id"] for r in joined)
+    assert [c for c, n in counts.items() if n > 1] == []  # at most once, across DCs
+    assert set(counts) == set(manifest.expected_joins)  # every joinable click
+    assert all(manifest.expected_joins[r["click_id"]] == r["query_id"] for r in joined)
+    return joined
+
+
+def test_two_dcs_join_every_joinable_click_exactly_once(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    b = make_dc("b", root, clock)
+    run_dc(a, root, clock, clicks_first=False)
+    run_dc(b, root, clock, clicks_first=True)
+
+    joined = check_exactly_once(store, manifest)
+    assert {r["dc"] for r in joined} == {"a"}  # b found every click already joined
+    assert all(r["token"].startswith("a/run1/") for r in joined)
+    for dc in ("a", "b"):
+        unjoinable = rows(store, f"unjoinable/dc={dc}/")
+        assert {r["click_id"] for r in unjoinable} == set(manifest.never_joinable)
+        assert all(r["reason"] == "query_not_found" and r["attempts"] >= 3 for r in unjoinable)
+        quarantined = rows(store, f"quarantine/dc={dc}/")
+        assert len(quarantined) == len(manifest.dcs[dc].malformed)
+        expected = Counter((m.stream, m.file, m.offset) for m in manifest.dcs[dc].malformed)
+        assert Counter((q["stream"], q["file"], q["offset"]) for q in quarantined) == expected
+    assert list(store.keys("logmap/dc=a/delta/"))
+
+
+def test_with_redis_down_queries_come_from_the_logs(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    closed_port = free_ports(1)[0]
+    a = make_dc("a", root, clock, redis_url=f"redis://127.0.0.1:{closed_port}/0")
+    run_dc(a, root, clock, clicks_first=False)
+    check_exactly_once(store, manifest)
+
+
+def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    registry: IdRegistry,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    for n, lines in enumerate(batches(root / "a" / "queries", 1 << 20)):
+        a.reader.process(f"q{n}", lines)
+    [clicks, *rest] = batches(root / "a" / "clicks", 16 * 1024)
+
+    def crash(*_: object, **__: object) -> None:
+        raise SystemExit("killed after the registry commit, before the output write")
+
+    monkeypatch.setattr(a.joiner.output, "joined", crash)
+    with pytest.raises(SystemExit):
+        a.joiner.process("000000000000", clicks)
+    monkeypatch.undo()
+    ids = {c for c in map(_click_id, clicks) if c is not None}
+    registered = [c for c in ids if registry.read_token(c) == "a/run1/000000000000"]
+    assert registered  # the crashed try did register
+    assert list(store.keys("joined/")) == []  # and wrote nothing
+
+    restarted = make_dc("a", root, clock)  # a new process: same checkpoint, same state dir
+    report = restarted.joiner.process("000000000000", clicks)  # Spark replays batch 0
+    assert report.replay and report.joined >= len(registered)
+    for n, lines in enumerate(rest, start=1):
+        restarted.joiner.process(f"{n:012d}", lines)
+    run_dc(restarted, root, clock, clicks_first=False)
+    check_exactly_once(store, manifest)
+
+
+def _click_id(line: LogLine) -> str | None:
+    """The line's click id, or None for a malformed line."""
+    decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
+    return str(decoded.click_id) if isinstance(decoded, ClickEvent) else None
+
+
+def test_a_batch_replayed_after_its_write_writes_nothing_twice(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, _ = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    for n, lines in enumerate(batches(root / "a" / Stream.QUERIES.value, 1 << 20)):
+        a.reader.process(f"q{n}", lines)
+    clicks = batches(root / "a" / "clicks", 16 * 1024)[0]
+    first = a.joiner.process("000000000000", clicks)
+    first_write_at = clock.now_us
+    a.retries.begin_batch("000000000000")  # as if it crashed before Spark committed it
+    clock.now_us += S
+    again = a.joiner.process("000000000000", clicks)
+    assert first.joined > 0 and again.replay
+    joined = rows(store, "joined/")
+    assert len(joined) == len({r["click_id"] for r in joined}) == first.joined
+    assert {r["joined_at_us"] for r in joined} == {first_write_at}  # the first write stands

@@ -1,0 +1,113 @@
+"""The log-file map finds every query line from its id: a property over random logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from photon.events.ids import EventId
+from photon.join.logmap import LogFileMap, LogFileMapBuilder, QueryLine, decode_run, encode_run
+from photon.join.logstore import LogsEventStore
+
+pytestmark = pytest.mark.unit
+
+BASE_US = 1_767_225_600_000_000
+W_US = 2_000_000
+M_BYTES = 600
+
+# Per line: which process (0..2), time step (mostly forward, sometimes back), padding.
+line_specs = st.lists(
+    st.tuples(
+        st.integers(0, 2),
+        st.one_of(st.integers(0, 900_000), st.integers(-5_000_000, 0)),
+        st.integers(0, 120),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+def write_logs(directory: Path, specs: list[tuple[int, int, int]], files: int) -> list[QueryLine]:
+    """Write query lines over ``files`` files; return their positions in file order."""
+    positions: list[QueryLine] = []
+    now = BASE_US
+    seen: set[str] = set()
+    per_file = max(1, len(specs) // files)
+    for index, (process, step, padding) in enumerate(specs):
+        now = max(BASE_US, now + step)
+        ts = now
+        while f"10.0.0.{process + 1}:{100 + process}:{ts}" in seen:
+            ts += 1
+        query_id = EventId(f"10.0.0.{process + 1}", 100 + process, ts)
+        seen.add(str(query_id))
+        name = f"q.{min(index // per_file, files - 1):03d}.log"
+        path = directory / name
+        offset = path.stat().st_size if path.exists() else 0
+        line = json.dumps({"query_id": str(query_id), "pad": "x" * padding}).encode() + b"\n"
+        with path.open("ab") as f:
+            f.write(line)
+        positions.append(QueryLine(query_id, name, offset))
+    return positions
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(specs=line_specs, files=st.integers(1, 3), batch=st.integers(1, 40))
+def test_every_query_is_found_from_its_id(
+    tmp_path_factory: pytest.TempPathFactory,
+    specs: list[tuple[int, int, int]],
+    files: int,
+    batch: int,
+) -> None:
+    directory = tmp_path_factory.mktemp("queries")
+    positions = write_logs(directory, specs, files)
+    builder = LogFileMapBuilder(W_US, M_BYTES)
+    logmap = LogFileMap(None, "a")
+    for start in range(0, len(positions), batch):  # micro-batches, each its own run
+        entries, state = builder.plan(positions[start : start + batch])
+        logmap.add(decode_run(encode_run(entries)))
+        builder.commit(state)
+    store = LogsEventStore(directory, logmap, window_us=W_US, max_bytes=M_BYTES)
+    found = store.find_many(p.query_id for p in positions)
+    assert set(found) == {str(p.query_id) for p in positions}
+    for p in positions:
+        assert json.loads(found[str(p.query_id)])["query_id"] == str(p.query_id)
+
+
+def test_a_builder_restarted_mid_file_emits_again_at_the_first_line(tmp_path: Path) -> None:
+    positions = write_logs(tmp_path, [(0, 100_000, 10)] * 20, 1)
+    builder = LogFileMapBuilder(W_US, M_BYTES)
+    builder.commit(builder.plan(positions[:10])[1])
+    restarted = LogFileMapBuilder(W_US, M_BYTES)
+    entries, _ = restarted.plan(positions[10:])
+    assert entries[0].offset == positions[10].offset
+
+
+def test_a_state_not_committed_is_not_used(tmp_path: Path) -> None:
+    positions = write_logs(tmp_path, [(0, 100_000, 10)] * 5, 1)
+    builder = LogFileMapBuilder(W_US, M_BYTES)
+    first, _ = builder.plan(positions)  # the run was never stored: no commit
+    again, _ = builder.plan(positions)
+    assert again == first
+
+
+def test_unknown_ids_and_entries_outside_the_logs_find_nothing(tmp_path: Path) -> None:
+    positions = write_logs(tmp_path, [(0, 100_000, 10)] * 3, 1)
+    logmap = LogFileMap(None, "a")
+    entries, _ = LogFileMapBuilder(W_US, M_BYTES).plan(positions)
+    logmap.add(entries)
+    logmap.add([entries[0].__class__(entries[0].process, entries[0].ts_us, "../etc/passwd", 0)])
+    store = LogsEventStore(tmp_path, logmap, window_us=W_US, max_bytes=M_BYTES)
+    stranger = EventId("10.9.9.9", 1, BASE_US)
+    assert store.find_many([stranger]) == {}
+    assert set(store.find_many([positions[0].query_id])) == {str(positions[0].query_id)}
+
+
+def test_w_and_m_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        LogFileMapBuilder(0, 10)

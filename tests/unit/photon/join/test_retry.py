@@ -1,0 +1,79 @@
+"""The retry store: backoff, limits, idempotent deferral, open batches, on a real SQLite file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from photon.join.retry import PendingClick, RetryStore
+from photon.settings import RetrySettings
+
+pytestmark = pytest.mark.unit
+
+S = 1_000_000
+POLICY = RetrySettings(
+    initial_backoff_s=1, max_backoff_s=8, multiplier=2, jitter=0.0, max_attempts=3, max_age_s=60
+)
+
+
+def click(n: int) -> PendingClick:
+    return PendingClick(f"10.2.0.1:7:{1_767_225_600_000_000 + n}", b"{}", "c.log", n * 10)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RetryStore:
+    return RetryStore(tmp_path / "dc" / "retry.sqlite", POLICY)
+
+
+def test_backoff_grows_to_its_cap(store: RetryStore) -> None:
+    assert [store.backoff_us("x", n) // S for n in range(1, 6)] == [1, 2, 4, 8, 8]
+
+
+def test_jitter_stays_within_bounds_and_is_the_same_on_a_replay(tmp_path: Path) -> None:
+    jittery = RetryStore(tmp_path / "j.sqlite", POLICY.model_copy(update={"jitter": 0.5}))
+    values = [jittery.backoff_us(f"id{n}", 2) for n in range(200)]
+    assert all(1 * S <= v <= 3 * S for v in values)
+    assert len(set(values)) > 100
+    assert jittery.backoff_us("id7", 2) == values[7]
+
+
+def test_a_deferred_click_is_due_after_its_backoff(store: RetryStore) -> None:
+    deferred, expired = store.defer([click(1)], now_us=100 * S)
+    assert [c.attempts for c in deferred] == [1] and expired == []
+    assert store.due(100 * S + S - 1, 10) == []
+    [due] = store.due(101 * S, 10)
+    assert due.click_id == click(1).click_id and due.first_seen_us == 100 * S
+
+
+def test_deferring_twice_keeps_one_row(store: RetryStore) -> None:
+    store.defer([click(1), click(1)], now_us=100 * S)
+    assert store.pending() == 1
+
+
+def test_a_click_expires_only_past_both_attempts_and_age(store: RetryStore) -> None:
+    for t in (0, 2, 4, 6, 8):  # attempts 1..5, all within the max age
+        _, expired = store.defer([click(1)], now_us=t * S)
+        assert expired == []
+    _, expired = store.defer([click(1)], now_us=61 * S)
+    assert [c.attempts for c in expired] == [6]
+    assert store.pending() == 0
+
+
+def test_remove_and_contains(store: RetryStore) -> None:
+    store.defer([click(1), click(2)], now_us=0)
+    store.remove([click(1).click_id])
+    assert not store.contains(click(1).click_id) and store.contains(click(2).click_id)
+
+
+def test_open_batches_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    first = RetryStore(path, POLICY)
+    assert first.begin_batch("000000000007") is False
+    first.close()
+    again = RetryStore(path, POLICY)
+    assert again.unfinished_batches() == ["000000000007"]
+    assert again.begin_batch("000000000007") is True
+    again.finish_batch("000000000007")
+    assert again.unfinished_batches() == []
+    assert again.next_sequence("pass") == 1 and again.next_sequence("pass") == 2
