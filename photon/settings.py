@@ -198,6 +198,39 @@ class RetrySettings(_Section):
         return self
 
 
+_SPARK_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?|spark://[^\s/:]+:[0-9]{1,5}")
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_DOTTED_PATH = re.compile(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*[:.]{_IDENTIFIER}")
+
+
+class PipelineSettings(_Section):
+    """The long-running query reader and joiner of each DC (Spark Structured Streaming)."""
+
+    #: Checkpoints, retry stores and attempt names live under <state_root>/<dc>/<app>/:
+    #: local (DC) storage, never the object store.
+    state_root: Path = Path(".photon/pipelines")
+    spark_master: str = "local[2]"
+    trigger_s: PositiveSeconds = 1.0
+    max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 4 << 20
+    max_files_per_batch: Annotated[int, Field(ge=1, le=10_000)] = 64
+    max_retries_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 5_000
+    adapter: str = "photon.join.adapter:AdClickAdapter"
+
+    @field_validator("spark_master")
+    @classmethod
+    def _check_master(cls, master: str) -> str:
+        if not _SPARK_MASTER.fullmatch(master):
+            raise ValueError(f"{master!r} is not local, local[N], local[*] or spark://host:port")
+        return master
+
+    @field_validator("adapter")
+    @classmethod
+    def _check_adapter(cls, path: str) -> str:
+        if not _DOTTED_PATH.fullmatch(path):
+            raise ValueError(f"{path!r} is not a dotted path like 'package.module:ClassName'")
+        return path
+
+
 class StackSettings(_Section):
     """The local stack that ``photon up`` runs on loopback."""
 
@@ -271,6 +304,7 @@ class PhotonSettings(BaseSettings):
     shards: ShardSettings = ShardSettings()
     log_file_map: LogFileMapSettings = LogFileMapSettings()
     retry: RetrySettings = RetrySettings()
+    pipeline: PipelineSettings = PipelineSettings()
     stack: StackSettings = StackSettings()
 
     _split = field_validator("dcs", mode="before")(_split_list)
@@ -324,6 +358,11 @@ class PhotonSettings(BaseSettings):
     @property
     def s3_endpoint_url(self) -> str:
         return self.s3.endpoint_url or f"http://{self.stack.host}:{self.stack.s3_port}"
+
+    def pipeline_dir(self, dc: str, app: str) -> Path:
+        """The local state of one DC's app: checkpoint, retry store, attempt name."""
+        self.dc_logs(dc)  # validates the DC
+        return self.pipeline.state_root / dc / app
 
     def dc_logs(self, dc: str) -> Path:
         if dc not in self.dcs:

@@ -138,10 +138,18 @@ class Joiner:
 
     # -- entry points -----------------------------------------------------------
 
-    def process(self, batch: str, lines: Sequence[LogLine]) -> BatchReport:
-        """One streaming micro-batch (``batch`` is Spark's batch id), plus due retries."""
+    def process(
+        self,
+        batch: str,
+        lines: Sequence[LogLine],
+        truncations: Sequence[QuarantineRecord] = (),
+    ) -> BatchReport:
+        """One streaming micro-batch (``batch`` is Spark's batch id), plus due retries.
+
+        ``truncations`` are the reader's reports of files that shrank: quarantined.
+        """
         with self._lock:
-            return self._process(batch, lines, with_retries=True)
+            return self._process(batch, lines, with_retries=True, truncations=truncations)
 
     def process_retries(self) -> BatchReport | None:
         """A pass over due retries alone (when no new clicks arrive); None if none are due.
@@ -159,11 +167,22 @@ class Joiner:
 
     # -- the batch ----------------------------------------------------------------
 
-    def _process(self, batch: str, lines: Sequence[LogLine], *, with_retries: bool) -> BatchReport:
+    def _process(
+        self,
+        batch: str,
+        lines: Sequence[LogLine],
+        *,
+        with_retries: bool,
+        truncations: Sequence[QuarantineRecord] = (),
+    ) -> BatchReport:
         now = self.clock()
         report = BatchReport(batch=batch, lines=len(lines))
         report.replay = self.retries.begin_batch(batch)
         clicks, quarantined = self._decode(lines, report)
+        quarantined += truncations
+        report.quarantined = len(quarantined)
+        for record in quarantined:
+            metrics.QUARANTINED_LINES.labels(self.dc, Stream.CLICKS.value, str(record.reason)).inc()
         if quarantined:
             key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
             report.objects.append(key or "")
@@ -253,9 +272,6 @@ class Joiner:
             clicks[key] = _Click(
                 decoded, PendingClick(key, line.raw, line.file, line.offset), False
             )
-        report.quarantined = len(quarantined)
-        for record in quarantined:
-            metrics.QUARANTINED_LINES.labels(self.dc, Stream.CLICKS.value, str(record.reason)).inc()
         return list(clicks.values()), quarantined
 
     def _add_due_retries(self, clicks: list[_Click], now: int, report: BatchReport) -> None:

@@ -119,7 +119,7 @@ def encode_run(entries: Sequence[MapEntry]) -> bytes:
 
 
 def decode_run(data: bytes) -> list[MapEntry]:
-    table = pq.read_table(io.BytesIO(data), schema=SCHEMA)
+    table = pq.read_table(io.BytesIO(data), schema=SCHEMA, use_threads=False)
     columns = table.to_pydict()
     return [
         MapEntry(p, t, f, o)

@@ -89,7 +89,7 @@ def encode(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> bytes:
 
 
 def decode(data: bytes) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = pq.read_table(io.BytesIO(data)).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
     return rows
 
 

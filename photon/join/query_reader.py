@@ -63,11 +63,17 @@ class QueryReader:
         self.output = output
         self.builder = builder
 
-    def process(self, batch: str, lines: Sequence[LogLine]) -> QueryBatchReport:
+    def process(
+        self,
+        batch: str,
+        lines: Sequence[LogLine],
+        truncations: Sequence[QuarantineRecord] = (),
+    ) -> QueryBatchReport:
+        """One micro-batch; ``truncations`` (files that shrank) are quarantined too."""
         report = QueryBatchReport(batch=batch, lines=len(lines))
         raw_by_id: dict[str, bytes] = {}
         positions: list[QueryLine] = []
-        quarantined: list[QuarantineRecord] = []
+        quarantined: list[QuarantineRecord] = list(truncations)
         for line in lines:
             decoded = decode_line(Stream.QUERIES, line.file, line.offset, line.raw)
             if isinstance(decoded, QuarantineRecord):

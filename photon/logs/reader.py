@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from photon.events.records import QuarantineReason, QuarantineRecord
 
@@ -46,6 +47,22 @@ class LogLine:
     def end(self) -> int:
         """Offset just after this line's newline: where the next read resumes."""
         return self.offset + len(self.raw) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRange:
+    """Bytes ``[start, end)`` of ``file``: whole lines, the last one ending at ``end``."""
+
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class ReadPlan:
+    ranges: list[ReadRange]
+    offsets: Offsets
+    truncations: list[QuarantineRecord] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -70,21 +87,26 @@ class GrowingLogReader:
             return []
         return sorted(p.name for p in self.directory.glob(self.pattern) if p.is_file())
 
-    def read(
+    def plan(
         self,
         start: Mapping[str, int] | None = None,
         *,
         max_bytes: int | None = None,
         max_files: int | None = None,
-    ) -> ReadResult:
-        """Read the complete lines after ``start``; see the module docstring."""
+    ) -> ReadPlan:
+        """Where the next read ends, per file, without reading the lines themselves.
+
+        Ends always fall just after a ``\n``, so :meth:`read_range` of each range
+        gives complete lines only. Within ``max_bytes`` a file's range takes lines
+        until the budget is used up (the line crossing it included), so every
+        plan makes progress when any complete line is there.
+        """
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
         if max_files is not None and max_files <= 0:
             raise ValueError(f"max_files must be positive, got {max_files}")
         offsets: Offsets = dict(start or {})
-        result = ReadResult(lines=[], offsets=offsets)
-        files_read = 0
+        plan = ReadPlan(ranges=[], offsets=offsets)
         consumed = 0
         for name in self.files():
             offset = offsets.get(name, 0)
@@ -92,7 +114,7 @@ class GrowingLogReader:
                 raise ValueError(f"saved offset {offset} of {name} is negative")
             size = (self.directory / name).stat().st_size
             if size < offset:
-                result.truncations.append(
+                plan.truncations.append(
                     QuarantineRecord(
                         file=name,
                         offset=size,
@@ -106,44 +128,83 @@ class GrowingLogReader:
             if size == offset:
                 offsets.setdefault(name, offset)
                 continue
-            if max_files is not None and files_read >= max_files:
+            if max_files is not None and len(plan.ranges) >= max_files:
                 break
             budget = None if max_bytes is None else max_bytes - consumed
-            if budget is not None and budget <= 0 and result.lines:
+            if budget is not None and budget <= 0 and plan.ranges:
                 break
-            lines = _read_complete_lines(self.directory / name, name, offset, budget)
-            files_read += 1
-            if lines:
-                result.lines.extend(lines)
-                offsets[name] = lines[-1].end
-                consumed += lines[-1].end - offset
+            end = _end_of_lines(self.directory / name, offset, size, budget)
+            if end > offset:
+                plan.ranges.append(ReadRange(name, offset, end))
+                offsets[name] = end
+                consumed += end - offset
             else:
                 offsets.setdefault(name, offset)
+        return plan
+
+    def read_range(self, file: str, start: int, end: int) -> list[LogLine]:
+        """The lines of ``file`` in ``[start, end)``; ``end`` must follow a ``\n``."""
+        with (self.directory / file).open("rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        if len(data) != end - start or not data.endswith(b"\n"):
+            raise ValueError(f"{file} [{start}, {end}) does not end with a complete line")
+        lines = []
+        position = 0
+        for raw in data[:-1].split(b"\n"):
+            lines.append(LogLine(file, start + position, raw))
+            position += len(raw) + 1
+        return lines
+
+    def read(
+        self,
+        start: Mapping[str, int] | None = None,
+        *,
+        max_bytes: int | None = None,
+        max_files: int | None = None,
+    ) -> ReadResult:
+        """Read the complete lines after ``start``; see the module docstring."""
+        plan = self.plan(start, max_bytes=max_bytes, max_files=max_files)
+        result = ReadResult(lines=[], offsets=plan.offsets, truncations=plan.truncations)
+        for part in plan.ranges:
+            result.lines.extend(self.read_range(part.file, part.start, part.end))
         return result
 
 
-def _read_complete_lines(path: Path, name: str, offset: int, budget: int | None) -> list[LogLine]:
-    """Complete lines of ``path`` from ``offset``; stop once ``budget`` bytes are taken.
-
-    A budget of None or <= 0 still takes one line, so every read makes progress.
-    """
-    lines: list[LogLine] = []
-    taken = 0
+def _end_of_lines(path: Path, offset: int, size: int, budget: int | None) -> int:
+    """The offset just after the last line to take from ``offset``; ``offset`` if none."""
     with path.open("rb") as f:
-        f.seek(offset)
-        pending = b""  # bytes of a line whose newline has not been read yet
-        pending_at = offset
-        while True:
-            chunk = f.read(_CHUNK_BYTES)
-            if not chunk:
-                return lines  # what is left in `pending` is a partial last line
-            data = pending + chunk
-            start = 0
-            while (newline := data.find(b"\n", start)) >= 0:
-                lines.append(LogLine(name, pending_at + start, data[start:newline]))
-                taken += newline + 1 - start
-                start = newline + 1
-                if budget is not None and taken >= budget:
-                    return lines
-            pending = data[start:]
-            pending_at += start
+        if budget is not None and offset + budget < size:
+            # The line that crosses the budget is the last one taken.
+            newline = _find_forward(f, max(offset, offset + budget - 1), size)
+            if newline >= 0:
+                return newline + 1
+        newline = _find_backward(f, offset, size)
+        return newline + 1 if newline >= 0 else offset
+
+
+def _find_forward(f: BinaryIO, start: int, stop: int) -> int:
+    f.seek(start)
+    position = start
+    while position < stop:
+        chunk = f.read(min(_CHUNK_BYTES, stop - position))
+        if not chunk:
+            return -1
+        found = chunk.find(b"\n")
+        if found >= 0:
+            return position + found
+        position += len(chunk)
+    return -1
+
+
+def _find_backward(f: BinaryIO, start: int, stop: int) -> int:
+    position = stop
+    while position > start:
+        begin = max(start, position - _CHUNK_BYTES)
+        f.seek(begin)
+        chunk = f.read(position - begin)
+        found = chunk.rfind(b"\n")
+        if found >= 0:
+            return begin + found
+        position = begin
+    return -1

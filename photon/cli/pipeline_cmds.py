@@ -1,0 +1,83 @@
+"""``photon read-queries``, ``photon join`` and ``photon run``: the DC pipelines."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from photon.cli.common import err, out, settings_of
+from photon.join.runtime import JOINER, QUERY_READER
+from photon.pipeline import APPS, Child, app_argv, reset_state, run_pipelines
+
+DcOption = Annotated[str, typer.Option("--dc", help="The datacenter to run.")]
+UntilIdle = Annotated[
+    float | None,
+    typer.Option(
+        "--until-idle",
+        min=0.1,
+        metavar="SECONDS",
+        help="Stop once no line has arrived for this long and no retry is pending.",
+    ),
+]
+
+
+def _exec_app(ctx: typer.Context, app: str, dc: str, until_idle: float | None) -> None:
+    settings = settings_of(ctx)  # validates the settings before Spark starts
+    settings.dc_logs(dc)
+    config: Path | None = ctx.find_root().obj
+    argv = app_argv(app, dc, until_idle_s=until_idle, config=config)
+    sys.stdout.flush()
+    # The app becomes this process (argv is ours, no shell): signals reach it directly.
+    os.execv(argv[0], argv)  # noqa: S606
+
+
+def read_queries(ctx: typer.Context, dc: DcOption, until_idle: UntilIdle = None) -> None:
+    """Stream a DC's query logs into the Redis cache and the log-file map (a Spark app)."""
+    _exec_app(ctx, QUERY_READER, dc, until_idle)
+
+
+def join(ctx: typer.Context, dc: DcOption, until_idle: UntilIdle = None) -> None:
+    """Stream a DC's click logs through the joiner, at most once across DCs (a Spark app)."""
+    _exec_app(ctx, JOINER, dc, until_idle)
+
+
+def run(
+    ctx: typer.Context,
+    dc: Annotated[
+        list[str] | None, typer.Option("--dc", help="Only these DCs; default: every DC.")
+    ] = None,
+    until_idle: UntilIdle = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(help="First delete the apps' checkpoints and retry stores (new logs)."),
+    ] = False,
+) -> None:
+    """Run every DC's query reader and joiner as child processes until they stop."""
+    settings = settings_of(ctx)
+    dcs = dc or settings.dcs
+    for name in dcs:
+        settings.dc_logs(name)
+    if fresh:
+        for path in reset_state(settings, dcs):
+            err.print(f"removed {path}")
+    err.print(
+        f"running {len(dcs) * len(APPS)} apps ({', '.join(APPS)} for DC {', '.join(dcs)}); "
+        f"logs in {settings.pipeline.state_root}/<dc>/<app>/app.log"
+    )
+    table = Table("app", "DC", "exit", "seconds")
+
+    def on_exit(child: Child, code: int) -> None:
+        seconds = time.monotonic() - child.started
+        err.print(f"{child.name} exited with status {code} after {seconds:.0f} s")
+        table.add_row(child.app, child.dc, str(code), f"{seconds:.0f}")
+
+    run_pipelines(
+        settings, dcs, until_idle_s=until_idle, config=ctx.find_root().obj, on_exit=on_exit
+    )
+    out.print(table)

@@ -1,0 +1,151 @@
+"""Build a DC's query reader or joiner from the settings, with everything it holds open.
+
+The Spark apps call these and nothing else of the join: the wiring of stores,
+registry, adapter and local state lives here, testable without Spark.
+
+Local state of an app lives in ``<pipeline.state_root>/<dc>/<app>/``:
+``checkpoint/`` (Spark's), ``retry.sqlite`` (the joiner's retry store) and
+``attempt`` (the attempt's name, made once). The three belong together:
+delete them together or not at all — a new checkpoint with an old attempt
+name would reuse batch tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from photon.join.adapter import load_adapter
+from photon.join.cache import CacheEventStore
+from photon.join.joiner import Joiner
+from photon.join.logmap import LogFileMap, LogFileMapBuilder
+from photon.join.logstore import LogsEventStore
+from photon.join.output import OutputWriter
+from photon.join.query_reader import QueryReader
+from photon.join.retry import RetryStore
+from photon.registry_access import connect_registry
+from photon.settings import PhotonSettings
+from photon.storage import ObjectStore
+
+JOINER = "joiner"
+QUERY_READER = "query-reader"
+
+
+def attempt_name(state_dir: Path, dc: str) -> str:
+    """The app's attempt name, made on first start and kept with its checkpoint."""
+    path = state_dir / "attempt"
+    if path.exists():
+        name = path.read_text().strip()
+        if name:
+            return name
+    state_dir.mkdir(parents=True, exist_ok=True)
+    name = f"{dc}-{secrets.token_hex(4)}"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(name + "\n")
+    tmp.replace(path)  # atomic: a crash leaves the old name or the new one
+    return name
+
+
+@dataclass
+class AppParts:
+    """What an app built; ``close()`` releases it."""
+
+    dc: str
+    state_dir: Path
+    attempt: str
+    logs_dir: Path
+    closers: list[Any] = field(default_factory=list)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.state_dir / "checkpoint"
+
+    def close(self) -> None:
+        for closer in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                closer.close()
+
+
+@dataclass
+class JoinerApp(AppParts):
+    joiner: Joiner | None = None
+    retries: RetryStore | None = None
+
+
+@dataclass
+class QueryReaderApp(AppParts):
+    reader: QueryReader | None = None
+
+
+def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
+    state_dir = settings.pipeline_dir(dc, JOINER)
+    attempt = attempt_name(state_dir, dc)
+    app = JoinerApp(dc, state_dir, attempt, settings.dc_logs(dc) / "clicks")
+    try:
+        adapter = load_adapter(settings.pipeline.adapter)
+        store = ObjectStore.from_settings(settings)
+        cache = CacheEventStore(settings.redis_url, dc)
+        app.closers.append(cache)
+        registry = connect_registry(settings)
+        app.closers.append(registry)
+        retries = RetryStore(state_dir / "retry.sqlite", settings.retry)
+        app.closers.append(retries)
+        window_us = int(settings.log_file_map.window_s * 1_000_000)
+        logs = LogsEventStore(
+            settings.dc_logs(dc) / "queries",
+            LogFileMap(store, dc),
+            window_us=window_us,
+            max_bytes=settings.log_file_map.max_bytes,
+        )
+        app.retries = retries
+        app.joiner = Joiner(
+            dc=dc,
+            attempt=attempt,
+            registry=registry,
+            cache=cache,
+            logs=logs,
+            retries=retries,
+            output=OutputWriter(store, dc, attempt),
+            adapter=adapter,
+            max_retries_per_batch=settings.pipeline.max_retries_per_batch,
+        )
+    except BaseException:
+        app.close()
+        raise
+    return app
+
+
+def build_query_reader(settings: PhotonSettings, dc: str) -> QueryReaderApp:
+    state_dir = settings.pipeline_dir(dc, QUERY_READER)
+    attempt = attempt_name(state_dir, dc)
+    app = QueryReaderApp(dc, state_dir, attempt, settings.dc_logs(dc) / "queries")
+    try:
+        store = ObjectStore.from_settings(settings)
+        cache = CacheEventStore(settings.redis_url, dc)
+        app.closers.append(cache)
+        app.reader = QueryReader(
+            dc=dc,
+            attempt=attempt,
+            cache=cache,
+            store=store,
+            output=OutputWriter(store, dc, attempt),
+            builder=LogFileMapBuilder(
+                int(settings.log_file_map.window_s * 1_000_000), settings.log_file_map.max_bytes
+            ),
+        )
+    except BaseException:
+        app.close()
+        raise
+    return app
+
+
+@contextlib.contextmanager
+def opened(app: AppParts) -> Iterator[AppParts]:
+    try:
+        yield app
+    finally:
+        app.close()

@@ -1,0 +1,148 @@
+"""Run the DC pipelines as child processes: each DC's query reader and joiner.
+
+The apps live in ``spark_apps`` (Spark wiring); ``photon`` never imports
+them, it starts them with this interpreter (``python -m spark_apps.joiner``),
+so each is its own process with its own Spark driver — the shape they have
+in a real deployment, one pair per DC.
+
+How it fails: a child that exits non-zero is reported with its exit status
+and the tail of its log; the others are stopped (SIGTERM, then SIGKILL after
+``stop_timeout_s``) and :class:`PipelineError` is raised. SIGINT/SIGTERM to
+``photon run`` stop every child cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from photon.join.runtime import JOINER, QUERY_READER
+from photon.settings import PhotonSettings
+
+APPS = {QUERY_READER: "spark_apps.query_reader", JOINER: "spark_apps.joiner"}
+
+
+class PipelineError(RuntimeError):
+    """A pipeline app failed."""
+
+
+@dataclass
+class Child:
+    dc: str
+    app: str
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def name(self) -> str:
+        return f"{self.app}[{self.dc}]"
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+def app_argv(app: str, dc: str, *, until_idle_s: float | None, config: Path | None) -> list[str]:
+    argv = [sys.executable, "-m", APPS[app], "--dc", dc]
+    if until_idle_s is not None:
+        argv += ["--until-idle", str(until_idle_s)]
+    if config is not None:
+        argv += ["--config", str(config)]
+    return argv
+
+
+def reset_state(settings: PhotonSettings, dcs: list[str]) -> list[Path]:
+    """Delete the apps' local state (checkpoints, retry stores, attempt names) of ``dcs``."""
+    removed = []
+    for dc in dcs:
+        for app in APPS:
+            path = settings.pipeline_dir(dc, app)
+            if path.exists():
+                shutil.rmtree(path)
+                removed.append(path)
+    return removed
+
+
+def run_pipelines(
+    settings: PhotonSettings,
+    dcs: list[str],
+    *,
+    until_idle_s: float | None,
+    config: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    on_exit: Callable[[Child, int], None] | None = None,
+    stop_timeout_s: float = 60.0,
+) -> list[Child]:
+    """Start a query reader and a joiner per DC; wait until all have exited."""
+    children: list[Child] = []
+    child_env = {**os.environ, **(env or {})}
+    stopping = False
+
+    def stop_all(signum: int = signal.SIGTERM, _frame: object = None) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, stop_all) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for dc in dcs:
+            for app in APPS:  # the query reader first: the joiner finds more in the cache
+                log_dir = settings.pipeline_dir(dc, app)
+                log_dir.mkdir(parents=True, exist_ok=True)
+                log_path = log_dir / "app.log"
+                with log_path.open("ab") as log_file:
+                    process = subprocess.Popen(
+                        app_argv(app, dc, until_idle_s=until_idle_s, config=config),
+                        stdout=log_file,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env=child_env,
+                    )
+                children.append(Child(dc, app, log_path, process))
+        failed: list[tuple[Child, int]] = []
+        pending = list(children)
+        while pending:
+            for child in list(pending):
+                code = child.process.poll()
+                if code is None:
+                    continue
+                pending.remove(child)
+                if on_exit is not None:
+                    on_exit(child, code)
+                if code != 0 and not stopping:
+                    failed.append((child, code))
+                    stop_all()
+            time.sleep(0.2)
+        if failed:
+            child, code = failed[0]
+            raise PipelineError(
+                f"{child.name} exited with status {code}; its log ({child.log_path}) ends:\n"
+                + child.log_tail()
+            )
+        return children
+    finally:
+        deadline = time.monotonic() + stop_timeout_s
+        for child in children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,146 @@
+"""The long-running loop both apps share: one growing-log stream into a batch handler.
+
+``run`` starts a streaming query over ``directory`` with our source, hands
+each micro-batch to ``handle`` as complete log lines (sorted by file and
+offset) plus truncation reports, and, between batches, calls ``idle`` (the
+joiner's retry passes). It returns when the query fails, on SIGTERM/SIGINT
+(a clean stop: the running batch finishes), or — with ``until_idle_s`` — once
+no line has arrived for that long and ``settled()`` says nothing is pending.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+
+from photon.events.records import QuarantineReason, QuarantineRecord
+from photon.logs.reader import LogLine
+from spark_apps.growing_log_source import NAME
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[str, Sequence[LogLine], Sequence[QuarantineRecord]], Any]
+
+
+@dataclass
+class StreamOptions:
+    directory: Path
+    checkpoint: Path
+    trigger_s: float
+    max_bytes_per_batch: int
+    max_files_per_batch: int
+    until_idle_s: float | None = None
+
+
+@dataclass
+class RunSummary:
+    batches: int = 0
+    lines: int = 0
+    stopped_by: str = ""
+
+
+def batch_key(batch_id: int) -> str:
+    return f"{batch_id:012d}"
+
+
+def to_lines(rows: Sequence[Any]) -> tuple[list[LogLine], list[QuarantineRecord]]:
+    lines: list[LogLine] = []
+    truncations: list[QuarantineRecord] = []
+    for row in rows:
+        if row.lost_bytes:
+            truncations.append(
+                QuarantineRecord(
+                    file=row.file,
+                    offset=row.offset,
+                    reason=QuarantineReason.FILE_TRUNCATED,
+                    detail=f"file shrank below the saved offset; {row.lost_bytes} bytes were lost",
+                )
+            )
+        else:
+            lines.append(LogLine(row.file, row.offset, bytes(row.raw)))
+    lines.sort(key=lambda line: (line.file, line.offset))
+    return lines, truncations
+
+
+def run(
+    spark: SparkSession,
+    options: StreamOptions,
+    handle: Handler,
+    *,
+    idle: Callable[[], Any] | None = None,
+    settled: Callable[[], bool] = lambda: True,
+    query_name: str = "photon",
+) -> RunSummary:
+    summary = RunSummary()
+    last_data = time.monotonic()
+    stop = threading.Event()
+
+    def on_batch(df: DataFrame, batch_id: int) -> None:
+        nonlocal last_data
+        lines, truncations = to_lines(df.collect())
+        if lines or truncations:
+            last_data = time.monotonic()
+        handle(batch_key(batch_id), lines, truncations)
+        summary.batches += 1
+        summary.lines += len(lines)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stream.signal", signal=signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    options.directory.mkdir(parents=True, exist_ok=True)
+    query = (
+        spark.readStream.format(NAME)
+        .option("path", str(options.directory))
+        .option("maxBytesPerTrigger", str(options.max_bytes_per_batch))
+        .option("maxFilesPerTrigger", str(options.max_files_per_batch))
+        .load()
+        .writeStream.queryName(query_name)
+        .foreachBatch(on_batch)
+        .option("checkpointLocation", str(options.checkpoint))
+        .trigger(processingTime=f"{options.trigger_s} seconds")
+        .start()
+    )
+    try:
+        while not stop.is_set():
+            stop.wait(options.trigger_s)
+            if not query.isActive:
+                summary.stopped_by = "query ended"
+                break
+            if idle is not None:
+                idle()
+            status = query.status
+            if status.get("isTriggerActive") or status.get("message") == "Initializing sources":
+                last_data = time.monotonic()  # starting or busy: not idle
+            quiet = time.monotonic() - last_data
+            if stop.is_set():
+                break
+            if (
+                options.until_idle_s is not None
+                and quiet >= options.until_idle_s
+                and not status.get("isDataAvailable", False)
+                and settled()
+            ):
+                summary.stopped_by = f"idle for {options.until_idle_s} s"
+                break
+        else:
+            summary.stopped_by = "signal"
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if query.isActive:
+            query.stop()
+    exception = query.exception()
+    if exception is not None:
+        raise RuntimeError(f"the streaming query failed: {exception}")
+    return summary
