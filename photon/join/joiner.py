@@ -149,6 +149,7 @@ class Joiner:
         ``truncations`` are the reader's reports of files that shrank: quarantined.
         """
         with self._lock:
+            self._settle_open_batches(current=batch)
             return self._process(batch, lines, with_retries=True, truncations=truncations)
 
     def process_retries(self) -> BatchReport | None:
@@ -157,13 +158,35 @@ class Joiner:
         A pass left open by a crash is run again under its own name first.
         """
         with self._lock:
-            unfinished = self.retries.unfinished_batches(RETRY_PASS_PREFIX)
+            unfinished = self.retries.unfinished_batches()
+            if any(not b.startswith(RETRY_PASS_PREFIX) for b in unfinished):
+                return None  # a crashed streaming batch: Spark replays it first
             if unfinished:
                 return self._process(unfinished[0], [], with_retries=True)
             if not self.retries.due(self.clock(), 1):
                 return None
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
             return self._process(batch, [], with_retries=True)
+
+    def _settle_open_batches(self, current: str) -> None:
+        """Before a streaming batch: replay a crashed retry pass; drop abandoned batches.
+
+        After a crash exactly one batch is open. Its registrations hold its token,
+        so it must run again before any other batch takes its clicks from the
+        retry store (they would find them registered by another token and drop
+        them). Spark replays a crashed streaming batch under the same id; a
+        streaming batch other than ``current`` will never be replayed (its
+        checkpoint was reset): what it registered and did not write is left to
+        verification and recovery.
+        """
+        for batch in self.retries.unfinished_batches():
+            if batch == current:
+                continue
+            if batch.startswith(RETRY_PASS_PREFIX):
+                self._process(batch, [], with_retries=True)
+            else:
+                log.warning("joiner.abandoned_batch", dc=self.dc, batch=batch, current=current)
+                self.retries.finish_batch(batch)
 
     # -- the batch ----------------------------------------------------------------
 

@@ -197,3 +197,53 @@ def test_a_batch_replayed_after_its_write_writes_nothing_twice(
     joined = rows(store, "joined/")
     assert len(joined) == len({r["click_id"] for r in joined}) == first.joined
     assert {r["joined_at_us"] for r in joined} == {first_write_at}  # the first write stands
+
+
+def test_a_crashed_retry_pass_is_replayed_before_the_next_streaming_batch(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    click_batches = batches(root / "a" / "clicks", 4 * 1024)
+    half = len(click_batches) // 2
+    for n, lines in enumerate(click_batches[:half]):  # no query read yet: every click waits
+        a.joiner.process(f"{n:012d}", lines)
+    assert a.retries.pending() > 0
+    for n, lines in enumerate(batches(root / "a" / "queries", 1 << 20)):
+        a.reader.process(f"q{n}", lines)
+    clock.now_us += 10 * S
+
+    def crash(*_: object, **__: object) -> None:
+        raise SystemExit("killed in a retry pass, after the registry commit")
+
+    monkeypatch.setattr(a.joiner.output, "joined", crash)
+    with pytest.raises(SystemExit):
+        a.joiner.process_retries()
+    monkeypatch.undo()
+
+    restarted = make_dc("a", root, clock)
+    # Spark's next batch comes before any retry pass: the crashed pass must go first.
+    restarted.joiner.process(f"{half:012d}", click_batches[half])
+    for n, lines in enumerate(click_batches[half + 1 :], start=half + 1):
+        restarted.joiner.process(f"{n:012d}", lines)
+    run_dc(restarted, root, clock, clicks_first=False)
+    check_exactly_once(store, manifest)
+
+
+def test_retry_passes_wait_while_a_crashed_streaming_batch_awaits_its_replay(
+    make_dc: MakeDc, logs: tuple[Path, Manifest]
+) -> None:
+    root, _ = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    a.joiner.process("000000000000", batches(root / "a" / "clicks", 4 * 1024)[0])
+    clock.now_us += 10 * S
+    a.retries.begin_batch("000000000001")  # batch 1 crashed mid-way
+    assert a.joiner.process_retries() is None
+    a.joiner.process("000000000001", [])  # its replay (which takes the due retries too)
+    clock.now_us += 10 * S
+    assert a.joiner.process_retries() is not None
