@@ -160,6 +160,8 @@ class RedisSettings(_Section):
 
     url: str | None = None
     maxmemory_mb: Annotated[int, Field(ge=8, le=1_048_576)] = 256
+    #: Cached queries are keys <key_prefix>:<dc>:<query_id>.
+    key_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9:._-]{1,64}$")] = "photon:q"
 
     @field_validator("url")
     @classmethod

@@ -362,11 +362,12 @@ def demo(
     """The main job on embedded defaults: stack up, logs, both DCs' pipelines, audit, stack down."""
     for key, value in DEMO_ENV.items():
         os.environ.setdefault(key, value)
-    # A registry root and a bucket of the run's own: a stack left running by an
-    # earlier run (or by `photon up`) cannot answer for this run's clicks.
+    # A registry root, a bucket and cache keys of the run's own: a stack left running
+    # by an earlier run (or by `photon up`) cannot answer for this run's clicks.
     stamp = time.strftime("%Y%m%d-%H%M%S")
     os.environ["PHOTON_ZOOKEEPER__ROOT"] = f"/photon-demo-{stamp}"
     os.environ["PHOTON_S3__BUCKET"] = f"photon-demo-{stamp}"
+    os.environ["PHOTON_REDIS__KEY_PREFIX"] = f"photon-demo-{stamp}:q"
     settings = settings_of(ctx)
     stack = LocalStack(settings)
     try:

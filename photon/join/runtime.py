@@ -88,7 +88,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
     try:
         adapter = load_adapter(settings.pipeline.adapter)
         store = ObjectStore.from_settings(settings)
-        cache = CacheEventStore(settings.redis_url, dc)
+        cache = CacheEventStore(settings.redis_url, dc, prefix=settings.redis.key_prefix)
         app.closers.append(cache)
         registry = connect_registry(settings)
         app.closers.append(registry)
@@ -125,7 +125,7 @@ def build_query_reader(settings: PhotonSettings, dc: str) -> QueryReaderApp:
     app = QueryReaderApp(dc, state_dir, attempt, settings.dc_logs(dc) / "queries")
     try:
         store = ObjectStore.from_settings(settings)
-        cache = CacheEventStore(settings.redis_url, dc)
+        cache = CacheEventStore(settings.redis_url, dc, prefix=settings.redis.key_prefix)
         app.closers.append(cache)
         app.reader = QueryReader(
             dc=dc,

@@ -1,0 +1,109 @@
+"""The growing-log source in a real Spark session: resume and replay from the checkpoint."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_apps.growing_log_source import NAME
+from spark_apps.session import photon_session
+
+pytestmark = pytest.mark.integration
+
+Batches = list[tuple[int, list[tuple[str, int, bytes]]]]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = photon_session("photon-test-source", "local[1]")
+    yield session
+    session.stop()
+
+
+def run_until(
+    spark: SparkSession,
+    directory: Path,
+    checkpoint: Path,
+    batches: Batches,
+    done: Callable[[], bool],
+    *,
+    fail_batch: int | None = None,
+) -> Any:
+    def handle(df: DataFrame, batch_id: int) -> None:
+        rows = sorted((r.file, r.offset, bytes(r.raw)) for r in df.collect())
+        batches.append((batch_id, rows))
+        if batch_id == fail_batch:
+            raise RuntimeError("the batch failed after its side effects")
+
+    query = (
+        spark.readStream.format(NAME)
+        .option("path", str(directory))
+        .option("maxBytesPerTrigger", "4")
+        .load()
+        .writeStream.foreachBatch(handle)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="0.2 seconds")
+        .start()
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while not done() and query.isActive:
+            assert time.monotonic() < deadline, f"no progress: {batches}"
+            time.sleep(0.1)
+    finally:
+        query.stop()
+    return query
+
+
+def lines_of(batches: Batches) -> list[tuple[str, int, bytes]]:
+    return [row for _, rows in batches for row in rows]
+
+
+def test_a_restarted_query_resumes_after_the_last_committed_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.000000.log").write_bytes(b"l1\nl2\nl3\nl4\npartial")
+    batches: Batches = []
+    run_until(spark, logs, tmp_path / "ck", batches, lambda: len(lines_of(batches)) >= 4)
+    first = lines_of(batches)
+    assert [raw for _, _, raw in first] == [b"l1", b"l2", b"l3", b"l4"]
+    assert len(batches) >= 2  # the read limit cut it into several batches
+
+    with (logs / "a.000000.log").open("ab") as f:
+        f.write(b"-done\n")
+    (logs / "b.000001.log").write_bytes(b"l6\n")
+    again: Batches = []
+    run_until(spark, logs, tmp_path / "ck", again, lambda: len(lines_of(again)) >= 2)
+    assert lines_of(again) == [("a.000000.log", 12, b"partial-done"), ("b.000001.log", 0, b"l6")]
+    assert again[0][0] == batches[-1][0] + 1  # batch ids go on from the checkpoint
+
+
+def test_a_failed_batch_is_replayed_with_the_same_id_and_the_same_lines(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.000000.log").write_bytes(b"".join(b"line%02d\n" % n for n in range(8)))
+    batches: Batches = []
+    query = run_until(
+        spark, logs, tmp_path / "ck", batches, lambda: len(batches) >= 2, fail_batch=1
+    )
+    assert query.exception() is not None
+    failed = batches[-1]
+    assert failed[0] == 1
+
+    replayed: Batches = []
+    committed = lines_of(batches[:-1])
+    run_until(
+        spark, logs, tmp_path / "ck", replayed, lambda: len(committed + lines_of(replayed)) >= 8
+    )
+    assert replayed[0] == failed  # same id, same lines: the joiner's replay rests on this
+    everything = committed + lines_of(replayed)
+    assert [raw for _, _, raw in everything] == [b"line%02d" % n for n in range(8)]
