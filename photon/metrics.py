@@ -5,7 +5,7 @@ Counters only grow; labels stay low-cardinality (DC, stream, reason).
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge, Histogram
 
 LINES_READ = Counter(
     "photon_log_lines_read_total",
@@ -56,5 +56,33 @@ QUERIES_CACHED = Counter(
 LOGMAP_ENTRIES = Counter(
     "photon_logmap_entries_total",
     "Log-file-map entries the query reader emitted.",
+    ["dc"],
+)
+
+JOIN_LATENCY = Histogram(
+    "photon_join_latency_seconds",
+    "End to end: from a click's event time to its joined record being written.",
+    ["dc"],
+    buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600),
+)
+REGISTRY_BATCH_IDS = Histogram(
+    "photon_registry_batch_ids",
+    "Ids per IdRegistry register call made by a joiner batch.",
+    ["dc"],
+    buckets=(1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
+)
+REGISTRY_CALL_SECONDS = Histogram(
+    "photon_registry_call_seconds",
+    "Duration of the IdRegistry calls a joiner batch makes, by call.",
+    ["dc", "call"],
+)
+BATCH_SECONDS = Histogram(
+    "photon_batch_seconds",
+    "Duration of one micro-batch (or retry pass) of an app.",
+    ["dc", "app"],
+)
+RETRIES_PENDING = Gauge(
+    "photon_retries_pending",
+    "Clicks in the joiner's retry store, waiting for their query.",
     ["dc"],
 )

@@ -13,6 +13,7 @@ and the tail of its log; the others are stopped (SIGTERM, then SIGKILL after
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.settings import PhotonSettings
@@ -51,6 +53,16 @@ class Child:
         except FileNotFoundError:
             return ""
         return "\n".join(text[-lines:])
+
+
+def app_summary(child: Child) -> dict[str, Any]:
+    """The summary the app wrote when it stopped ({} if it wrote none)."""
+    path = child.log_path.parent / "summary.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data
 
 
 def app_argv(app: str, dc: str, *, until_idle_s: float | None, config: Path | None) -> list[str]:
@@ -103,6 +115,7 @@ def run_pipelines(
                 log_dir = settings.pipeline_dir(dc, app)
                 log_dir.mkdir(parents=True, exist_ok=True)
                 log_path = log_dir / "app.log"
+                (log_dir / "summary.json").unlink(missing_ok=True)
                 with log_path.open("ab") as log_file:
                     process = subprocess.Popen(
                         app_argv(app, dc, until_idle_s=until_idle_s, config=config),

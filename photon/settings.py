@@ -209,14 +209,17 @@ class PipelineSettings(_Section):
     """The long-running query reader and joiner of each DC (Spark Structured Streaming)."""
 
     #: Checkpoints, retry stores and attempt names live under <state_root>/<dc>/<app>/:
-    #: local (DC) storage, never the object store.
-    state_root: Path = Path(".photon/pipelines")
-    spark_master: str = "local[2]"
+    #: local (DC) storage, never the object store. Unset: <stack.state_dir>/pipelines.
+    state_root: Path | None = None
+    spark_master: str = "local[*]"
     trigger_s: PositiveSeconds = 1.0
     max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 4 << 20
     max_files_per_batch: Annotated[int, Field(ge=1, le=10_000)] = 64
     max_retries_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 5_000
     adapter: str = "photon.join.adapter:AdClickAdapter"
+    #: Prometheus metrics of the apps, on the stack's host: the query reader of the
+    #: i-th DC serves on base + 2i, its joiner on base + 2i + 1. 0: no endpoint.
+    metrics_base_port: Annotated[int, Field(ge=0, le=65535)] = 9410
 
     @field_validator("spark_master")
     @classmethod
@@ -361,10 +364,24 @@ class PhotonSettings(BaseSettings):
     def s3_endpoint_url(self) -> str:
         return self.s3.endpoint_url or f"http://{self.stack.host}:{self.stack.s3_port}"
 
+    def metrics_port(self, dc: str, app: str) -> int | None:
+        """Where the app of ``dc`` serves its metrics (None: it does not)."""
+        base = self.pipeline.metrics_base_port
+        if base == 0:
+            return None
+        port = base + 2 * self.dcs.index(dc) + (0 if app == "query-reader" else 1)
+        if port > 65535:
+            raise SettingsError(f"pipeline.metrics_base_port {base} leaves no port for DC {dc}")
+        return port
+
     def pipeline_dir(self, dc: str, app: str) -> Path:
         """The local state of one DC's app: checkpoint, retry store, attempt name."""
         self.dc_logs(dc)  # validates the DC
-        return self.pipeline.state_root / dc / app
+        return self.pipeline_root / dc / app
+
+    @property
+    def pipeline_root(self) -> Path:
+        return self.pipeline.state_root or self.stack.state_dir / "pipelines"
 
     def dc_logs(self, dc: str) -> Path:
         if dc not in self.dcs:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import structlog
 import typer
 
-from photon.join.runtime import build_joiner
+from photon.join.runtime import JOINER, build_joiner
 from spark_apps import streaming
+from spark_apps.app import serve_metrics, write_summary
 from spark_apps.cli import (
     ConfigOption,
     DcOption,
@@ -39,25 +40,30 @@ def main(
     try:
         assert app.joiner is not None and app.retries is not None
         joiner, retries = app.joiner, app.retries
+        serve_metrics(settings, dc, JOINER)
         log.info("joiner.start", dc=dc, attempt=app.attempt, logs=str(app.logs_dir))
         spark = photon_session(f"photon-joiner-{dc}", settings.pipeline.spark_master)
-        summary = streaming.run(
-            spark,
-            streaming.StreamOptions(
-                directory=app.logs_dir,
-                checkpoint=app.checkpoint,
-                trigger_s=settings.pipeline.trigger_s,
-                max_bytes_per_batch=settings.pipeline.max_bytes_per_batch,
-                max_files_per_batch=settings.pipeline.max_files_per_batch,
-                until_idle_s=until_idle,
-            ),
-            joiner.process,
-            idle=joiner.process_retries,
-            settled=lambda: retries.pending() == 0,
-            query_name=f"joiner-{dc}",
-        )
-        log.info("joiner.stop", dc=dc, **vars(summary))
-        spark.stop()
+        try:
+            summary = streaming.run(
+                spark,
+                streaming.StreamOptions.from_settings(settings, app, until_idle),
+                joiner.process,
+                idle=joiner.process_retries,
+                settled=lambda: retries.pending() == 0,
+                query_name=f"joiner-{dc}",
+            )
+        finally:
+            spark.stop()
+        data = {
+            "app": JOINER,
+            "dc": dc,
+            "attempt": app.attempt,
+            "stopped_by": summary.stopped_by,
+            "retries_pending": retries.pending(),
+            **joiner.totals.to_dict(),
+        }
+        write_summary(app.state_dir, data)
+        log.info("joiner.stop", **data)
     finally:
         app.close()
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import structlog
 import typer
 
-from photon.join.runtime import build_query_reader
+from photon.join.runtime import QUERY_READER, build_query_reader
 from spark_apps import streaming
+from spark_apps.app import serve_metrics, write_summary
 from spark_apps.cli import (
     ConfigOption,
     DcOption,
@@ -38,23 +39,28 @@ def main(
     app = build_query_reader(settings, dc)
     try:
         assert app.reader is not None
+        reader = app.reader
+        serve_metrics(settings, dc, QUERY_READER)
         log.info("query_reader.start", dc=dc, attempt=app.attempt, logs=str(app.logs_dir))
         spark = photon_session(f"photon-query-reader-{dc}", settings.pipeline.spark_master)
-        summary = streaming.run(
-            spark,
-            streaming.StreamOptions(
-                directory=app.logs_dir,
-                checkpoint=app.checkpoint,
-                trigger_s=settings.pipeline.trigger_s,
-                max_bytes_per_batch=settings.pipeline.max_bytes_per_batch,
-                max_files_per_batch=settings.pipeline.max_files_per_batch,
-                until_idle_s=until_idle,
-            ),
-            app.reader.process,
-            query_name=f"query-reader-{dc}",
-        )
-        log.info("query_reader.stop", dc=dc, **vars(summary))
-        spark.stop()
+        try:
+            summary = streaming.run(
+                spark,
+                streaming.StreamOptions.from_settings(settings, app, until_idle),
+                reader.process,
+                query_name=f"query-reader-{dc}",
+            )
+        finally:
+            spark.stop()
+        data = {
+            "app": QUERY_READER,
+            "dc": dc,
+            "attempt": app.attempt,
+            "stopped_by": summary.stopped_by,
+            **reader.totals.to_dict(),
+        }
+        write_summary(app.state_dir, data)
+        log.info("query_reader.stop", **data)
     finally:
         app.close()
 

@@ -23,7 +23,9 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 
 from photon.events.records import QuarantineReason, QuarantineRecord
+from photon.join.runtime import AppParts
 from photon.logs.reader import LogLine
+from photon.settings import PhotonSettings
 from spark_apps.growing_log_source import NAME
 
 log = structlog.get_logger(__name__)
@@ -39,6 +41,19 @@ class StreamOptions:
     max_bytes_per_batch: int
     max_files_per_batch: int
     until_idle_s: float | None = None
+
+    @classmethod
+    def from_settings(
+        cls, settings: PhotonSettings, app: AppParts, until_idle_s: float | None
+    ) -> StreamOptions:
+        return cls(
+            directory=app.logs_dir,
+            checkpoint=app.checkpoint,
+            trigger_s=settings.pipeline.trigger_s,
+            max_bytes_per_batch=settings.pipeline.max_bytes_per_batch,
+            max_files_per_batch=settings.pipeline.max_files_per_batch,
+            until_idle_s=until_idle_s,
+        )
 
 
 @dataclass

@@ -49,6 +49,8 @@ def stack_env(tmp: Path) -> dict[str, str]:
         "PHOTON_STACK__REDIS_PORT": str(ports[9]),
         "PHOTON_STACK__S3_PORT": str(ports[10]),
         "PHOTON_STACK__ZK_HEAP_MB": "128",
+        # Pipelines started by tests serve no metrics unless a test asks (fixed ports clash).
+        "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -32,7 +33,7 @@ from photon.gen.simulator import LogsNotEmptyError, load_manifest, simulate, wri
 from photon.join.audit import Audit, audit
 from photon.logconfig import LEVELS, configure_logging
 from photon.logs.scan import scan_dc
-from photon.pipeline import PipelineError
+from photon.pipeline import PipelineError, reset_state
 from photon.settings import SettingsError
 from photon.stack.manager import LocalStack, StackError, StackStatus
 from photon.stack.ports import PortInUseError
@@ -357,9 +358,10 @@ DEMO_ENV = {
 def demo(
     ctx: typer.Context,
     keep: Annotated[bool, typer.Option(help="Leave the stack running afterwards.")] = False,
-    queries: Annotated[int, typer.Option(help="Queries to simulate.", min=100)] = 2_000,
+    queries: Annotated[int, typer.Option(help="Queries to simulate.", min=100)] = 3_000,
+    rate: Annotated[float, typer.Option(help="Queries per second, live.", min=1.0)] = 50.0,
 ) -> None:
-    """The main job on embedded defaults: stack up, logs, both DCs' pipelines, audit, stack down."""
+    """The main job on embedded defaults: live logs through both DCs' pipelines, then an audit."""
     for key, value in DEMO_ENV.items():
         os.environ.setdefault(key, value)
     # A registry root, a bucket and cache keys of the run's own: a stack left running
@@ -370,50 +372,47 @@ def demo(
     os.environ["PHOTON_REDIS__KEY_PREFIX"] = f"photon-demo-{stamp}:q"
     settings = settings_of(ctx)
     stack = LocalStack(settings)
+    outage_s = 20.0
     try:
         out.rule("1. local stack up")
         up(ctx, json_out=False)
-        out.rule("2. generate two DCs of query and click logs")
-        gen(
-            ctx,
-            seed=42,
-            queries=queries,
-            rate=50.0,
-            mode=GenMode.BURST,
-            start="today",
-            ctr=0.3,
-            orphan_fraction=0.03,
-            delayed_fraction=0.05,
-            duplicate_fraction=0.02,
-            malformed_fraction=0.005,
-            outage_s=20.0,
-            rollover_bytes=64 * 1024,
-            clean=True,
-            json_out=False,
+        out.rule("2. ad servers write two DCs of logs live; both DCs' pipelines join them")
+        out.print(
+            f"{queries} queries at {rate}/s; DC {settings.dcs[-1]} receives nothing for "
+            f"{outage_s:.0f} s, then its backlog. Each app stops 30 s after its last line."
         )
-        out.rule("3. run each DC's query reader and joiner (Spark) until idle")
-        pipeline_cmds.run(ctx, dc=None, until_idle=8.0, fresh=True)
-        out.rule("4. audit the output against the generator's manifest")
+        reset_state(settings, settings.dcs)
+        gen_argv = [sys.executable, "-m", "photon.cli.main", "gen", "--mode", "live"]
+        gen_argv += ["--clean", "--queries", str(queries), "--rate", str(rate)]
+        gen_argv += ["--outage-s", str(outage_s), "--rollover-bytes", str(256 * 1024)]
+        writer = subprocess.Popen(gen_argv)  # the ad servers, in a process of their own
+        try:
+            summary = pipeline_cmds.run(ctx, dc=None, dcs=None, until_idle=30.0, fresh=False)
+        finally:
+            if writer.wait(timeout=600) != 0:
+                raise StackError(f"the log generator failed with status {writer.returncode}")
+        out.rule("3. audit the output against the generator's manifest")
         result = audit(ObjectStore.from_settings(settings), load_manifest(settings.logs_root))
-        _print_audit(result)
-        out.rule("5. stack status")
+        _print_audit(result, summary)
+        out.rule("4. stack status")
         stack_status(ctx, json_out=False)
         if not result.exactly_once:
             raise typer.Exit(1)
     finally:
         if not keep:
-            out.rule("6. local stack down")
+            out.rule("5. local stack down")
             report = stack.down(purge=True)
             out.print(f"stopped: {', '.join(report.stopped) or 'nothing'}")
 
 
-def _print_audit(result: Audit) -> None:
+def _print_audit(result: Audit, summary: dict[str, Any]) -> None:
+    joiners = [a for a in summary["apps"] if a["app"] == "joiner"]
     table = Table("", "clicks", title=f"bucket {os.environ.get('PHOTON_S3__BUCKET', '')}")
     table.add_row("joinable (manifest)", str(result.expected_joins))
     table.add_row("joined, across DCs", str(result.joined))
     for dc, count in sorted(result.joined_by_dc.items()):
         table.add_row(f"  joined by DC {dc}", str(count))
-    table.add_row("duplicates", str(result.duplicates))
+    table.add_row("duplicates in the union of outputs", str(result.duplicates))
     table.add_row("missing", str(result.missing))
     table.add_row("never joinable (manifest)", str(result.never_joinable))
     for dc, count in sorted(result.unjoinable_by_dc.items()):
@@ -422,11 +421,26 @@ def _print_audit(result: Audit) -> None:
         table.add_row(
             f"  quarantined lines in DC {dc}", f"{count} of {result.malformed_by_dc[dc]} malformed"
         )
+    for j in joiners:
+        looked_up = j.get("from_cache", 0) + j.get("cache_misses", 0)
+        hit_ratio = j.get("from_cache", 0) / looked_up if looked_up else 0.0
+        attempted = j.get("joined", 0) + j.get("wasted", 0)
+        wasted = j.get("wasted", 0) / attempted if attempted else 0.0
+        p50, p90 = j.get("latency_p50_s"), j.get("latency_p90_s")
+        table.add_row(
+            f"DC {j['dc']} joiner",
+            f"latency p50 {_seconds(p50)}, p90 {_seconds(p90)}; cache hits {hit_ratio:.0%}; "
+            f"wasted joins {wasted:.1%}; skipped as already joined {j.get('already_joined', 0)}",
+        )
     out.print(table)
-    verdict = (
-        "[bold green]exactly once[/]" if result.exactly_once else "[bold red]NOT exactly once[/]"
-    )
-    out.print(f"verdict: {verdict}")
+    if result.exactly_once:
+        out.print("verdict: [bold green]exactly once[/]")
+    else:
+        out.print("verdict: [bold red]NOT exactly once[/]")
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 def main() -> None:
@@ -436,3 +450,7 @@ def main() -> None:
     except USER_ERRORS as exc:
         err.print(f"[bold red]error:[/] {exc}")
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,14 +6,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from photon.cli.common import err, out, settings_of
+from photon.cli.common import err, print_json, settings_of
 from photon.join.runtime import JOINER, QUERY_READER
-from photon.pipeline import APPS, Child, app_argv, reset_state, run_pipelines
+from photon.pipeline import APPS, Child, app_argv, app_summary, reset_state, run_pipelines
 
 DcOption = Annotated[str, typer.Option("--dc", help="The datacenter to run.")]
 UntilIdle = Annotated[
@@ -49,35 +48,48 @@ def join(ctx: typer.Context, dc: DcOption, until_idle: UntilIdle = None) -> None
 
 def run(
     ctx: typer.Context,
-    dc: Annotated[
-        list[str] | None, typer.Option("--dc", help="Only these DCs; default: every DC.")
+    dc: Annotated[list[str] | None, typer.Option("--dc", help="Run this DC (repeatable).")] = None,
+    dcs: Annotated[
+        str | None, typer.Option("--dcs", help="Run these DCs, comma separated: a,b.")
     ] = None,
     until_idle: UntilIdle = None,
     fresh: Annotated[
         bool,
         typer.Option(help="First delete the apps' checkpoints and retry stores (new logs)."),
     ] = False,
-) -> None:
-    """Run every DC's query reader and joiner as child processes until they stop."""
+) -> dict[str, Any]:
+    """Run the query reader and joiner of each DC (default: every DC) until they stop.
+
+    Ctrl-C (or SIGTERM) stops every app cleanly. At the end, prints a JSON
+    summary of what each app did.
+    """
     settings = settings_of(ctx)
-    dcs = dc or settings.dcs
-    for name in dcs:
-        settings.dc_logs(name)
+    chosen = [*(dc or []), *(d.strip() for d in (dcs or "").split(",") if d.strip())]
+    names = list(dict.fromkeys(chosen)) or settings.dcs
+    for name in names:
+        settings.dc_logs(name)  # validates the name
     if fresh:
-        for path in reset_state(settings, dcs):
+        for path in reset_state(settings, names):
             err.print(f"removed {path}")
     err.print(
-        f"running {len(dcs) * len(APPS)} apps ({', '.join(APPS)} for DC {', '.join(dcs)}); "
-        f"logs in {settings.pipeline.state_root}/<dc>/<app>/app.log"
+        f"running {len(names) * len(APPS)} apps ({', '.join(APPS)} of DC {', '.join(names)}); "
+        f"logs in {settings.pipeline_root}/<dc>/<app>/app.log"
     )
-    table = Table("app", "DC", "exit", "seconds")
 
     def on_exit(child: Child, code: int) -> None:
         seconds = time.monotonic() - child.started
         err.print(f"{child.name} exited with status {code} after {seconds:.0f} s")
-        table.add_row(child.app, child.dc, str(code), f"{seconds:.0f}")
 
-    run_pipelines(
-        settings, dcs, until_idle_s=until_idle, config=ctx.find_root().obj, on_exit=on_exit
+    started = time.monotonic()
+    children = run_pipelines(
+        settings, names, until_idle_s=until_idle, config=ctx.find_root().obj, on_exit=on_exit
     )
-    out.print(table)
+    summary = {
+        "seconds": round(time.monotonic() - started, 1),
+        "apps": [
+            {"app": c.app, "dc": c.dc, "exit": c.process.returncode, **app_summary(c)}
+            for c in children
+        ],
+    }
+    print_json(summary)
+    return summary

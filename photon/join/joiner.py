@@ -76,6 +76,7 @@ class BatchReport:
     too_old: int = 0
     from_cache: int = 0
     from_logs: int = 0
+    cache_misses: int = 0
     filtered: int = 0
     joined: int = 0
     wasted: int = 0
@@ -86,6 +87,45 @@ class BatchReport:
 
     def counts(self) -> dict[str, int | str | bool]:
         return {k: getattr(self, k) for k in self.__slots__ if k not in ("objects", "latencies_us")}
+
+
+#: Latencies kept for the run's percentiles (the newest, when there are more).
+_LATENCY_SAMPLE = 200_000
+
+
+@dataclass(slots=True)
+class JoinerTotals:
+    """What a joiner did since it started: the sums of its batch reports."""
+
+    batches: int = 0
+    replays: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    latencies_us: list[int] = field(default_factory=list)
+
+    def add(self, report: BatchReport) -> None:
+        self.batches += 1
+        self.replays += int(report.replay)
+        for key, value in report.counts().items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.counts[key] = self.counts.get(key, 0) + value
+        self.latencies_us.extend(report.latencies_us)
+        if len(self.latencies_us) > 2 * _LATENCY_SAMPLE:
+            del self.latencies_us[:-_LATENCY_SAMPLE]
+
+    def percentile_s(self, q: float) -> float | None:
+        if not self.latencies_us:
+            return None
+        ordered = sorted(self.latencies_us)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1_000_000
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "replays": self.replays,
+            **self.counts,
+            "latency_p50_s": self.percentile_s(0.5),
+            "latency_p90_s": self.percentile_s(0.9),
+        }
 
 
 @dataclass(slots=True)
@@ -132,6 +172,7 @@ class Joiner:
         )
         self._lock = threading.Lock()
         self._logmap_loaded_at = float("-inf")
+        self.totals = JoinerTotals()
 
     def token(self, batch: str) -> str:
         return f"{self.dc}/{self.attempt}/{batch}"
@@ -198,6 +239,7 @@ class Joiner:
         with_retries: bool,
         truncations: Sequence[QuarantineRecord] = (),
     ) -> BatchReport:
+        started = time.perf_counter()
         now = self.clock()
         report = BatchReport(batch=batch, lines=len(lines))
         report.replay = self.retries.begin_batch(batch)
@@ -234,9 +276,14 @@ class Joiner:
         token = self.token(batch)
         too_old_rows: list[dict[str, Any]] = []
         if to_register:
+            started = time.perf_counter()
             results = self.registry.register(
                 (click.event.click_id, token) for click, _ in to_register
             )
+            metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "register").observe(
+                time.perf_counter() - started
+            )
+            metrics.REGISTRY_BATCH_IDS.labels(self.dc).observe(len(to_register))
             for click, fields in to_register:
                 outcome = results[click.line.click_id]
                 resolved.append(click.line.click_id)
@@ -275,6 +322,7 @@ class Joiner:
         self.retries.remove(resolved)
         self.retries.finish_batch(batch)
         self._count(report)
+        metrics.BATCH_SECONDS.labels(self.dc, "joiner").observe(time.perf_counter() - started)
         return report
 
     def _decode(
@@ -312,7 +360,11 @@ class Joiner:
         in a replay, those this batch's token holds."""
         if not clicks:
             return [], []
+        started = time.perf_counter()
         found = self.registry.lookup(c.event.click_id for c in clicks)
+        metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "lookup").observe(
+            time.perf_counter() - started
+        )
         token = self.token(batch)
         pending: list[_Click] = []
         too_old: list[_Click] = []
@@ -342,6 +394,7 @@ class Joiner:
                 found[query_id] = query
         report.from_cache = len(found)
         missing = [wanted[q] for q in wanted if q not in found]
+        report.cache_misses = len(missing)
         if missing:
             if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
                 self.logs.logmap.refresh()
@@ -381,6 +434,11 @@ class Joiner:
             value = getattr(report, outcome)
             if value:
                 metrics.CLICKS.labels(self.dc, outcome).inc(value)
+        latency = metrics.JOIN_LATENCY.labels(self.dc)
+        for us in report.latencies_us:
+            latency.observe(us / 1_000_000)
+        self.totals.add(report)
+        metrics.RETRIES_PENDING.labels(self.dc).set(self.retries.pending())
         log.info("joiner.batch", dc=self.dc, **report.counts())
 
 

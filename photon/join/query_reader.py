@@ -14,6 +14,7 @@ a rewrite with more or other valid entries is harmless).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,19 @@ from photon.logs.reader import LogLine
 from photon.storage import ObjectStore
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(slots=True)
+class QueryReaderTotals:
+    batches: int = 0
+    lines: int = 0
+    queries: int = 0
+    quarantined: int = 0
+    cached: int = 0
+    map_entries: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.__slots__}
 
 
 @dataclass(slots=True)
@@ -62,6 +76,7 @@ class QueryReader:
         self.store = store
         self.output = output
         self.builder = builder
+        self.totals = QueryReaderTotals()
 
     def process(
         self,
@@ -70,6 +85,7 @@ class QueryReader:
         truncations: Sequence[QuarantineRecord] = (),
     ) -> QueryBatchReport:
         """One micro-batch; ``truncations`` (files that shrank) are quarantined too."""
+        started = time.perf_counter()
         report = QueryBatchReport(batch=batch, lines=len(lines))
         raw_by_id: dict[str, bytes] = {}
         positions: list[QueryLine] = []
@@ -102,6 +118,14 @@ class QueryReader:
         metrics.QUERIES_CACHED.labels(self.dc).inc(report.cached)
         metrics.LOGMAP_ENTRIES.labels(self.dc).inc(len(entries))
         metrics.LINES_READ.labels(self.dc, Stream.QUERIES.value).inc(len(lines))
+        totals = self.totals
+        totals.batches += 1
+        totals.lines += report.lines
+        totals.queries += report.queries
+        totals.quarantined += report.quarantined
+        totals.cached += report.cached
+        totals.map_entries += report.map_entries
+        metrics.BATCH_SECONDS.labels(self.dc, "query_reader").observe(time.perf_counter() - started)
         log.info(
             "query_reader.batch",
             dc=self.dc,

@@ -20,7 +20,7 @@ PHOTON = str(Path(sys.executable).parent / "photon")
 def run(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
     result = subprocess.run(
-        [PHOTON, *args], env=clean | env, capture_output=True, text=True, timeout=240
+        [PHOTON, *args], env=clean | env, capture_output=True, text=True, timeout=400
     )
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
@@ -74,8 +74,10 @@ def test_a_bad_setting_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
 
 def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
-    result = run(env, "demo")
-    for step in ("local stack up", "generate", "read the logs", "stack status", "local stack down"):
+    result = run(env, "demo", "--queries", "600", "--rate", "60")
+    for step in ("local stack up", "pipelines join them", "audit", "stack status", "stack down"):
         assert step in result.stdout
+    assert "verdict: exactly once" in result.stdout
+    assert "duplicates in the union of outputs │ 0" in result.stdout
     assert "stopped: zk1, zk2, zk3, redis, s3" in result.stdout
     assert not (tmp_path / "state" / "stack.json").exists()

@@ -6,11 +6,13 @@ objects straight from the bucket.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 from photon.gen.simulator import load_manifest
 from photon.join.output import decode
 from photon.stack.manager import LocalStack
+from photon.stack.ports import free_ports, port_is_free
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
 
@@ -92,7 +95,7 @@ def test_both_dcs_join_every_joinable_click_exactly_once(
 ) -> None:
     photon(env, "gen", "--queries", "1500", "--start", "2026-01-01T00:00:00", "--outage-s", "10")
     manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
-    photon(env, "run", "--until-idle", "6")
+    summary = json.loads(photon(env, "run", "--dcs", "a,b", "--until-idle", "6"))
 
     joined = output_rows(local_stack, env, "joined/")
     counts = Counter(r["click_id"] for r in joined)
@@ -100,11 +103,34 @@ def test_both_dcs_join_every_joinable_click_exactly_once(
     assert set(counts) == set(manifest.expected_joins)
     assert all(manifest.expected_joins[r["click_id"]] == r["query_id"] for r in joined)
     assert all(r["joined_at_us"] > 0 and r["dc"] in ("a", "b") for r in joined)
+    apps = {(a["app"], a["dc"]): a for a in summary["apps"]}
+    assert {a["exit"] for a in apps.values()} == {0}
+    distinct = set(manifest.expected_joins) | set(manifest.never_joinable)
     for dc in ("a", "b"):
         unjoinable = output_rows(local_stack, env, f"unjoinable/dc={dc}/")
         assert {r["click_id"] for r in unjoinable} == set(manifest.never_joinable)
+        assert {r["reason"] for r in unjoinable} == {"query_not_found"}
+        too_old = output_rows(local_stack, env, f"too_old/dc={dc}/")
+        assert too_old == []
         quarantined = output_rows(local_stack, env, f"quarantine/dc={dc}/")
-        assert len(quarantined) == len(manifest.dcs[dc].malformed)
+        expected = Counter((m.stream, m.file, m.offset) for m in manifest.dcs[dc].malformed)
+        assert Counter((q["stream"], q["file"], q["offset"]) for q in quarantined) == expected
+
+        # The counts reconcile. Distinct clicks in = joined + unjoinable + too old:
+        assert len(distinct) == len(counts) + len(manifest.never_joinable) + len(too_old)
+        # and every click line read = distinct clicks + quarantined + duplicate lines.
+        joiner = apps[("joiner", dc)]
+        dc_manifest = manifest.dcs[dc]
+        click_malformed = sum(1 for m in dc_manifest.malformed if m.stream == "clicks")
+        lines_in = sum(f.lines for f in dc_manifest.files["clicks"].values())
+        assert joiner["lines"] == lines_in
+        assert lines_in == len(distinct) + click_malformed + dc_manifest.duplicate_click_lines
+        assert joiner["quarantined"] == click_malformed
+        reader = apps[("query-reader", dc)]
+        assert reader["lines"] == sum(f.lines for f in dc_manifest.files["queries"].values())
+        assert reader["queries"] == dc_manifest.query_lines
+    joined_by_dc = sum(apps[("joiner", dc)]["joined"] for dc in ("a", "b"))
+    assert joined_by_dc == len(counts)  # every joined click written by exactly one DC
 
 
 def test_a_joiner_killed_mid_stream_resumes_from_its_checkpoint_without_loss_or_duplicate(
@@ -139,3 +165,156 @@ def test_a_joiner_killed_mid_stream_resumes_from_its_checkpoint_without_loss_or_
     counts = Counter(r["click_id"] for r in joined)
     assert [c for c, n in counts.items() if n > 1] == []
     assert set(counts) == set(manifest.expected_joins)
+
+
+def _service_pid(local_stack: LocalStack, name: str) -> int:
+    [service] = [s for s in local_stack.status().services if s.name == name]
+    assert service.pid is not None
+    return service.pid
+
+
+def test_with_redis_killed_mid_run_the_join_goes_on_through_the_logs(
+    local_stack: LocalStack, env: dict[str, str]
+) -> None:
+    env = env | {
+        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "8192",
+        "PHOTON_DCS": "a",
+        # The query reader runs behind the joiner here: clicks wait for it, not give up.
+        "PHOTON_RETRY__MAX_AGE_S": "45",
+    }
+    photon(env, "gen", "--queries", "1500", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
+    manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
+    run = subprocess.Popen(
+        [PHOTON, "--log-level", "warning", "run", "--dcs", "a", "--until-idle", "8"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while len(output_rows(local_stack, env, "joined/")) < 100:
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        os.kill(_service_pid(local_stack, "redis"), signal.SIGKILL)
+        stdout, _ = run.communicate(timeout=400)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        local_stack.up()  # Redis back for the other tests
+    assert run.returncode == 0
+    joiner = next(a for a in json.loads(stdout)["apps"] if a["app"] == "joiner")
+    assert joiner["from_logs"] > 0  # the queries came from the log-file map
+    joined = output_rows(local_stack, env, "joined/")
+    counts = Counter(r["click_id"] for r in joined)
+    assert [c for c, n in counts.items() if n > 1] == []
+    assert set(counts) == set(manifest.expected_joins)
+
+
+def test_a_click_whose_query_is_written_a_minute_later_is_joined_after_retries(
+    local_stack: LocalStack, env: dict[str, str]
+) -> None:
+    env = env | {
+        "PHOTON_DCS": "a",
+        "PHOTON_RETRY__INITIAL_BACKOFF_S": "1",
+        "PHOTON_RETRY__MAX_BACKOFF_S": "4",
+        "PHOTON_RETRY__MAX_ATTEMPTS": "5",
+        "PHOTON_RETRY__MAX_AGE_S": "600",
+    }
+    logs = Path(env["PHOTON_LOGS_ROOT"]) / "a"
+    (logs / "queries").mkdir(parents=True)
+    (logs / "clicks").mkdir(parents=True)
+    now_us = time.time_ns() // 1000
+    query_id = f"10.1.0.9:4242:{now_us}"
+    click_id = f"10.2.0.9:4343:{now_us + 2_000_000}"
+    click = json.dumps({"click_id": click_id, "query_id": query_id, "ad_id": "ad7"})
+    (logs / "clicks" / "10.2.0.9.000000.log").write_text(click + "\n")
+    run = subprocess.Popen(
+        [PHOTON, "--log-level", "warning", "run", "--dcs", "a", "--until-idle", "5"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        time.sleep(65)  # the query ships a minute after its click
+        assert run.poll() is None, "the run stopped while a click waited for its query"
+        assert output_rows(local_stack, env, "joined/") == []
+        query = json.dumps({"query_id": query_id, "query": "late shoes", "ad_ids": ["ad7"]})
+        (logs / "queries" / "10.1.0.9.000000.log").write_text(query + "\n")
+        stdout, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0
+    [row] = output_rows(local_stack, env, "joined/")
+    assert (row["click_id"], row["query_id"], row["ad_shown"]) == (click_id, query_id, True)
+    joiner = next(a for a in json.loads(stdout)["apps"] if a["app"] == "joiner")
+    assert joiner["deferred"] >= 5  # it waited through several retries
+
+
+def _two_free_ports() -> int:
+    for _ in range(50):
+        [port] = free_ports(1)
+        if port < 65535 and port_is_free("127.0.0.1", port + 1):
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def _scrape(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            return str(response.read().decode())
+    except OSError:
+        return ""
+
+
+def test_each_app_serves_metrics_and_sigterm_stops_the_run_cleanly(
+    local_stack: LocalStack, env: dict[str, str]
+) -> None:
+    base = _two_free_ports()
+    env = env | {"PHOTON_DCS": "a", "PHOTON_PIPELINE__METRICS_BASE_PORT": str(base)}
+    photon(env, "gen", "--queries", "800", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
+    run = subprocess.Popen(
+        [PHOTON, "--log-level", "warning", "run", "--dcs", "a"],  # no --until-idle: runs on
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        wanted = {
+            base: ['photon_queries_cached_total{dc="a"}', "photon_batch_seconds_count"],
+            base + 1: [
+                'photon_clicks_total{dc="a",outcome="joined"}',
+                'photon_join_latency_seconds_count{dc="a"}',
+                'photon_registry_batch_ids_count{dc="a"}',
+                'photon_registry_call_seconds_count{call="lookup",dc="a"}',
+                'photon_cache_lookups_total{dc="a",result="hit"}',
+                'photon_retries_pending{dc="a"}',
+            ],
+        }
+        while True:
+            pages = {port: _scrape(port) for port in wanted}
+            if all(name in pages[p] for p, names in wanted.items() for name in names):
+                break
+            assert run.poll() is None and time.monotonic() < deadline, pages
+            time.sleep(1)
+        joined = [
+            line
+            for line in pages[base + 1].splitlines()
+            if line.startswith('photon_clicks_total{dc="a",outcome="joined"}')
+        ]
+        assert float(joined[0].split()[-1]) > 0
+        run.send_signal(signal.SIGTERM)  # what Ctrl-C does, for a process without a terminal
+        stdout, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0
+    apps = json.loads(stdout)["apps"]
+    assert {(a["app"], a["exit"], a["stopped_by"]) for a in apps} == {
+        ("query-reader", 0, "signal"),
+        ("joiner", 0, "signal"),
+    }
