@@ -42,6 +42,7 @@ class Child:
     log_path: Path
     process: subprocess.Popen[bytes]
     started: float = field(default_factory=time.monotonic)
+    stop_sent: bool = False
 
     @property
     def name(self) -> str:
@@ -112,13 +113,16 @@ def run_pipelines(
     try:
         for dc in dcs:
             for app in APPS:  # the query reader first: the joiner finds more in the cache
+                # Joiners decide when the run is idle; query readers run on until every
+                # joiner has stopped (a waiting click's query may still be on its way).
+                idle = until_idle_s if app == JOINER else None
                 log_dir = settings.pipeline_dir(dc, app)
                 log_dir.mkdir(parents=True, exist_ok=True)
                 log_path = log_dir / "app.log"
                 (log_dir / "summary.json").unlink(missing_ok=True)
                 with log_path.open("ab") as log_file:
                     process = subprocess.Popen(
-                        app_argv(app, dc, until_idle_s=until_idle_s, config=config),
+                        app_argv(app, dc, until_idle_s=idle, config=config),
                         stdout=log_file,
                         stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL,
@@ -138,6 +142,11 @@ def run_pipelines(
                 if code != 0 and not stopping:
                     failed.append((child, code))
                     stop_all()
+            if until_idle_s is not None and not any(c.app == JOINER for c in pending):
+                for child in pending:  # the joiners are done: the readers may stop
+                    if child.process.poll() is None and not child.stop_sent:
+                        child.process.send_signal(signal.SIGTERM)
+                        child.stop_sent = True
             time.sleep(0.2)
         if failed:
             child, code = failed[0]

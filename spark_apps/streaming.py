@@ -127,8 +127,11 @@ def run(
         .start()
     )
     try:
-        while not stop.is_set():
+        while True:
             stop.wait(options.trigger_s)
+            if stop.is_set():
+                summary.stopped_by = "signal"
+                break
             if not query.isActive:
                 summary.stopped_by = "query ended"
                 break
@@ -137,19 +140,14 @@ def run(
             status = query.status
             if status.get("isTriggerActive") or status.get("message") == "Initializing sources":
                 last_data = time.monotonic()  # starting or busy: not idle
-            quiet = time.monotonic() - last_data
-            if stop.is_set():
-                break
             if (
                 options.until_idle_s is not None
-                and quiet >= options.until_idle_s
+                and time.monotonic() - last_data >= options.until_idle_s
                 and not status.get("isDataAvailable", False)
                 and settled()
             ):
                 summary.stopped_by = f"idle for {options.until_idle_s} s"
                 break
-        else:
-            summary.stopped_by = "signal"
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from photon.bench import pipeline as pipeline_bench
 from photon.bench import registry as registry_bench
 from photon.cli.common import JsonOption, err, out, print_json, settings_of
 
@@ -52,3 +53,42 @@ def bench_registry(
         f"batched@1000 = {data['batched_1000_vs_unbatched']}x unbatched (target 25x), "
         f"{data['batched_1000_share_of_raw']:.0%} of raw multi (target 50%)"
     )
+
+
+@bench_app.command("pipeline")
+def bench_pipeline(
+    ctx: typer.Context,
+    queries: Annotated[
+        int, typer.Option(help="Queries of the burst (throughput) workload.", min=1000)
+    ] = 60_000,
+    click_rate: Annotated[
+        float, typer.Option(help="Clicks per second of the live (latency) phase.", min=1.0)
+    ] = 1_000.0,
+    live_seconds: Annotated[
+        float, typer.Option(help="How long the live phase writes.", min=5.0)
+    ] = 60.0,
+    json_out: JsonOption = False,
+) -> None:
+    """Both DC pipelines: sustained joined clicks/s, latency at a fixed rate, cache, waste."""
+    settings_of(ctx)  # validates the settings; each phase sets its own roots and bucket
+    with err.status("benchmarking the pipelines...") as status:
+        data = pipeline_bench.run(
+            burst_queries=queries,
+            click_rate=click_rate,
+            live_seconds=live_seconds,
+            on_step=lambda text: status.update(f"benchmarking the pipelines: {text}"),
+        )
+    if json_out:
+        print_json(data)
+        return
+    table = Table("figure", "value", "target met")
+    targets = data["targets"]
+    table.add_row("joined clicks/s (burst)", str(data["throughput"]["joined_per_s"]),
+                  str(targets["joined_ge_5000_per_s"]))  # fmt: skip
+    table.add_row("latency p50 (live)", str(data["latency"]["latency_p50_s"]), "")
+    table.add_row("latency p90 (live)", str(data["latency"]["latency_p90_s"]),
+                  str(targets["p90_le_5s_at_1000_clicks_per_s"]))  # fmt: skip
+    table.add_row("cache hit ratio", str(data["cache_hit_ratio"]),
+                  str(targets["cache_hits_ge_90pct"]))  # fmt: skip
+    table.add_row("wasted joins", str(data["wasted_join_share"]), str(targets["wasted_lt_5pct"]))
+    out.print(table)

@@ -379,7 +379,7 @@ def demo(
         out.rule("2. ad servers write two DCs of logs live; both DCs' pipelines join them")
         out.print(
             f"{queries} queries at {rate}/s; DC {settings.dcs[-1]} receives nothing for "
-            f"{outage_s:.0f} s, then its backlog. Each app stops 30 s after its last line."
+            f"{outage_s:.0f} s, then its backlog. Joiners stop 30 s after their last click."
         )
         reset_state(settings, settings.dcs)
         gen_argv = [sys.executable, "-m", "photon.cli.main", "gen", "--mode", "live"]

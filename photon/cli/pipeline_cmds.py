@@ -21,7 +21,8 @@ UntilIdle = Annotated[
         "--until-idle",
         min=0.1,
         metavar="SECONDS",
-        help="Stop once no line has arrived for this long and no retry is pending.",
+        help="Stop once no line has arrived for this long and no retry is pending "
+        "(photon run: the joiners; the query readers stop after them).",
     ),
 ]
 
