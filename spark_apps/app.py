@@ -1,16 +1,19 @@
-"""What both apps do around their stream: metrics endpoint, summary file, logging."""
+"""What both apps do around their stream: metrics endpoint, Spark session, summary file."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 from prometheus_client import start_http_server
 
+from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings
+from spark_apps import streaming
+from spark_apps.session import photon_session
 
 log = structlog.get_logger(__name__)
 
@@ -38,3 +41,42 @@ def write_summary(state_dir: Path, data: Mapping[str, Any]) -> Path:
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     tmp.replace(path)
     return path
+
+
+def run_app(
+    settings: PhotonSettings,
+    parts: AppParts,
+    app: str,
+    handle: streaming.Handler,
+    *,
+    until_idle_s: float | None,
+    totals: Callable[[], Mapping[str, Any]],
+    idle: Callable[[], Any] | None = None,
+    settled: Callable[[], bool] = lambda: True,
+) -> dict[str, Any]:
+    """Serve metrics, stream the app's logs into ``handle``, then write its summary."""
+    dc = parts.dc
+    serve_metrics(settings, dc, app)
+    log.info("app.start", app=app, dc=dc, attempt=parts.attempt, logs=str(parts.logs_dir))
+    spark = photon_session(f"photon-{app}-{dc}", settings.pipeline.spark_master)
+    try:
+        summary = streaming.run(
+            spark,
+            streaming.StreamOptions.from_settings(settings, parts, until_idle_s),
+            handle,
+            idle=idle,
+            settled=settled,
+            query_name=f"{app}-{dc}",
+        )
+    finally:
+        spark.stop()
+    data = {
+        "app": app,
+        "dc": dc,
+        "attempt": parts.attempt,
+        "stopped_by": summary.stopped_by,
+        **totals(),
+    }
+    write_summary(parts.state_dir, data)
+    log.info("app.stop", **data)
+    return data

@@ -8,12 +8,10 @@ Spark id names it, so a replay after a crash is recognised (see
 
 from __future__ import annotations
 
-import structlog
 import typer
 
 from photon.join.runtime import JOINER, build_joiner
-from spark_apps import streaming
-from spark_apps.app import serve_metrics, write_summary
+from spark_apps.app import run_app
 from spark_apps.cli import (
     ConfigOption,
     DcOption,
@@ -22,9 +20,6 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
-from spark_apps.session import photon_session
-
-log = structlog.get_logger(__name__)
 
 
 def main(
@@ -40,30 +35,16 @@ def main(
     try:
         assert app.joiner is not None and app.retries is not None
         joiner, retries = app.joiner, app.retries
-        serve_metrics(settings, dc, JOINER)
-        log.info("joiner.start", dc=dc, attempt=app.attempt, logs=str(app.logs_dir))
-        spark = photon_session(f"photon-joiner-{dc}", settings.pipeline.spark_master)
-        try:
-            summary = streaming.run(
-                spark,
-                streaming.StreamOptions.from_settings(settings, app, until_idle),
-                joiner.process,
-                idle=joiner.process_retries,
-                settled=lambda: retries.pending() == 0,
-                query_name=f"joiner-{dc}",
-            )
-        finally:
-            spark.stop()
-        data = {
-            "app": JOINER,
-            "dc": dc,
-            "attempt": app.attempt,
-            "stopped_by": summary.stopped_by,
-            "retries_pending": retries.pending(),
-            **joiner.totals.to_dict(),
-        }
-        write_summary(app.state_dir, data)
-        log.info("joiner.stop", **data)
+        run_app(
+            settings,
+            app,
+            JOINER,
+            joiner.process,
+            until_idle_s=until_idle,
+            totals=lambda: {"retries_pending": retries.pending(), **joiner.totals.to_dict()},
+            idle=joiner.process_retries,
+            settled=lambda: retries.pending() == 0,
+        )
     finally:
         app.close()
 

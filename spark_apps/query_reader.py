@@ -8,12 +8,10 @@ State: ``<pipeline.state_root>/<dc>/query-reader/``.
 
 from __future__ import annotations
 
-import structlog
 import typer
 
 from photon.join.runtime import QUERY_READER, build_query_reader
-from spark_apps import streaming
-from spark_apps.app import serve_metrics, write_summary
+from spark_apps.app import run_app
 from spark_apps.cli import (
     ConfigOption,
     DcOption,
@@ -22,9 +20,6 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
-from spark_apps.session import photon_session
-
-log = structlog.get_logger(__name__)
 
 
 def main(
@@ -40,27 +35,14 @@ def main(
     try:
         assert app.reader is not None
         reader = app.reader
-        serve_metrics(settings, dc, QUERY_READER)
-        log.info("query_reader.start", dc=dc, attempt=app.attempt, logs=str(app.logs_dir))
-        spark = photon_session(f"photon-query-reader-{dc}", settings.pipeline.spark_master)
-        try:
-            summary = streaming.run(
-                spark,
-                streaming.StreamOptions.from_settings(settings, app, until_idle),
-                reader.process,
-                query_name=f"query-reader-{dc}",
-            )
-        finally:
-            spark.stop()
-        data = {
-            "app": QUERY_READER,
-            "dc": dc,
-            "attempt": app.attempt,
-            "stopped_by": summary.stopped_by,
-            **reader.totals.to_dict(),
-        }
-        write_summary(app.state_dir, data)
-        log.info("query_reader.stop", **data)
+        run_app(
+            settings,
+            app,
+            QUERY_READER,
+            reader.process,
+            until_idle_s=until_idle,
+            totals=reader.totals.to_dict,
+        )
     finally:
         app.close()
 

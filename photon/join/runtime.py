@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,11 +140,3 @@ def build_query_reader(settings: PhotonSettings, dc: str) -> QueryReaderApp:
         app.close()
         raise
     return app
-
-
-@contextlib.contextmanager
-def opened(app: AppParts) -> Iterator[AppParts]:
-    try:
-        yield app
-    finally:
-        app.close()
