@@ -10,7 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from photon.events.ids import EventId
-from photon.join.logmap import LogFileMap, LogFileMapBuilder, QueryLine, decode_run, encode_run
+from photon.join.logmap import (
+    LogFileMap,
+    LogFileMapBuilder,
+    MapEntry,
+    QueryLine,
+    decode_run,
+    encode_run,
+)
 from photon.join.logstore import LogsEventStore
 
 pytestmark = pytest.mark.unit
@@ -111,3 +118,26 @@ def test_unknown_ids_and_entries_outside_the_logs_find_nothing(tmp_path: Path) -
 def test_w_and_m_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         LogFileMapBuilder(0, 10)
+
+
+def test_a_lookup_reads_at_most_m_bytes_plus_the_line_that_straddles_m(tmp_path: Path) -> None:
+    """One entry at offset 0; the query lies just inside or just past M bytes from it."""
+    process_ip, pid = "10.0.0.1", 100
+    filler = [
+        json.dumps({"query_id": f"{process_ip}:{pid}:{BASE_US + n}", "pad": "x" * 40}).encode()
+        for n in range(20)
+    ]
+    target_id = EventId(process_ip, pid, BASE_US + 100)
+    target = json.dumps({"query_id": str(target_id)}).encode()
+    path = tmp_path / "q.000000.log"
+    path.write_bytes(b"\n".join([*filler, target]) + b"\n")
+    offset_of_target = sum(len(line) + 1 for line in filler)
+    logmap = LogFileMap(None, "a")
+    logmap.add([MapEntry(f"{process_ip}:{pid}", BASE_US, path.name, 0)])
+
+    def find(max_bytes: int) -> dict[str, bytes]:
+        store = LogsEventStore(tmp_path, logmap, window_us=W_US, max_bytes=max_bytes)
+        return store.find_many([target_id])
+
+    assert find(offset_of_target + 1) == {str(target_id): target}  # straddles M: read whole
+    assert find(offset_of_target) == {}  # starts exactly at M: beyond the bound, not read
