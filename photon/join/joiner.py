@@ -276,12 +276,12 @@ class Joiner:
         token = self.token(batch)
         too_old_rows: list[dict[str, Any]] = []
         if to_register:
-            started = time.perf_counter()
+            register_started = time.perf_counter()
             results = self.registry.register(
                 (click.event.click_id, token) for click, _ in to_register
             )
             metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "register").observe(
-                time.perf_counter() - started
+                time.perf_counter() - register_started
             )
             metrics.REGISTRY_BATCH_IDS.labels(self.dc).observe(len(to_register))
             for click, fields in to_register:
@@ -315,9 +315,10 @@ class Joiner:
         deferred, expired = self.retries.defer((c.line for c in not_found), now)
         report.deferred = len(deferred)
         report.unjoinable = len(expired)
-        if expired:
+        if expired:  # written before they leave the retry store: a crash loses none
             unjoinable = [self._unjoinable_row(c, "query_not_found", now) for c in expired]
             report.objects.append(self.output.unjoinable(batch, unjoinable) or "")
+            resolved += [c.click_id for c in expired]
 
         self.retries.remove(resolved)
         self.retries.finish_batch(batch)
@@ -360,10 +361,10 @@ class Joiner:
         in a replay, those this batch's token holds."""
         if not clicks:
             return [], []
-        started = time.perf_counter()
+        lookup_started = time.perf_counter()
         found = self.registry.lookup(c.event.click_id for c in clicks)
         metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "lookup").observe(
-            time.perf_counter() - started
+            time.perf_counter() - lookup_started
         )
         token = self.token(batch)
         pending: list[_Click] = []

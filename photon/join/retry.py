@@ -79,8 +79,9 @@ class RetryStore:
     ) -> tuple[list[PendingClick], list[PendingClick]]:
         """Schedule each click again; returns (deferred, expired).
 
-        Expired clicks, past both the attempt and the age limits, leave the
-        store: the caller writes them out as unjoinable.
+        Expired clicks, past both the attempt and the age limits, are left as
+        they are: the caller writes them out as unjoinable and only then
+        removes them (:meth:`remove`), so a crash in between loses none.
         """
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
@@ -97,7 +98,6 @@ class RetryStore:
                     click.click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
                 if attempts >= self.policy.max_attempts and now_us - first_seen >= max_age_us:
-                    self._db.execute("DELETE FROM retries WHERE click_id = ?", (click.click_id,))
                     expired.append(current)
                     continue
                 self._db.execute(

@@ -247,3 +247,33 @@ def test_retry_passes_wait_while_a_crashed_streaming_batch_awaits_its_replay(
     a.joiner.process("000000000001", [])  # its replay (which takes the due retries too)
     clock.now_us += 10 * S
     assert a.joiner.process_retries() is not None
+
+
+def test_a_crash_while_writing_unjoinable_clicks_loses_none_of_them(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)  # no query is ever read: every click ends unjoinable
+    for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
+        a.joiner.process(f"{n:012d}", lines)
+
+    def crash(*_: object, **__: object) -> None:
+        raise SystemExit("killed while writing the unjoinable clicks")
+
+    monkeypatch.setattr(a.joiner.output, "unjoinable", crash)
+    with pytest.raises(SystemExit):
+        for _ in range(10):  # retry passes until the clicks are past both limits
+            clock.now_us += 20 * S
+            a.joiner.process_retries()
+    monkeypatch.undo()
+    assert rows(store, "unjoinable/") == []
+
+    restarted = make_dc("a", root, clock)
+    restarted.joiner.process_retries()  # the crashed pass, again
+    unjoinable = {r["click_id"] for r in rows(store, "unjoinable/")}
+    assert unjoinable == set(manifest.expected_joins) | set(manifest.never_joinable)
+    assert restarted.retries.pending() == 0
