@@ -37,7 +37,8 @@ LOGMAP_LOOKUPS = Counter(
 )
 CLICKS = Counter(
     "photon_clicks_total",
-    "Clicks the joiner handled, by outcome: joined, already_joined (found in the registry "
+    "Clicks the joiner handled, by outcome: held (another DC is preferred: waits its grace), "
+    "joined, already_joined (found in the registry "
     "before joining), wasted (joined, then another attempt had registered it), too_old, "
     "filtered (the adapter skipped it), deferred (to the retry store), unjoinable.",
     ["dc", "outcome"],

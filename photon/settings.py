@@ -216,6 +216,8 @@ class PipelineSettings(_Section):
     max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 4 << 20
     max_files_per_batch: Annotated[int, Field(ge=1, le=10_000)] = 64
     max_retries_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 5_000
+    #: A click another DC prefers waits this long before this DC joins it (0: off).
+    affinity_grace_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
     #: Prometheus metrics of the apps, on the stack's host: the query reader of the
     #: i-th DC serves on base + 2i, its joiner on base + 2i + 1. 0: no endpoint.

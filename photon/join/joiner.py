@@ -58,6 +58,7 @@ from photon.join.output import JOINED_BASE, OutputWriter
 from photon.join.retry import PendingClick, RetryStore
 from photon.logs.reader import LogLine
 from registry import IdRegistry, LookupResult, RegisterResult
+from registry.sharding import stable_hash
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +78,7 @@ class BatchReport:
     from_cache: int = 0
     from_logs: int = 0
     cache_misses: int = 0
+    held: int = 0
     filtered: int = 0
     joined: int = 0
     wasted: int = 0
@@ -133,6 +135,7 @@ class _Click:
     event: ClickEvent
     line: PendingClick
     from_retry: bool
+    ours: bool = False  # registered with this batch's token by a crashed try of it
 
 
 class Joiner:
@@ -150,6 +153,8 @@ class Joiner:
         output: OutputWriter,
         adapter: Adapter,
         max_retries_per_batch: int = 5_000,
+        dcs: Sequence[str] = (),
+        affinity_grace_s: float = 0.0,
         logmap_refresh_s: float = 1.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
     ) -> None:
@@ -164,6 +169,11 @@ class Joiner:
         self.output = output
         self.adapter = adapter
         self.max_retries_per_batch = max_retries_per_batch
+        if affinity_grace_s < 0:
+            raise ValueError(f"affinity_grace_s must not be negative, not {affinity_grace_s}")
+        # Affinity needs every DC's name, this one's among them; else it is off.
+        self.dcs = tuple(dcs) if dc in dcs and len(dcs) > 1 else ()
+        self.affinity_grace_us = int(affinity_grace_s * 1_000_000) if self.dcs else 0
         self.logmap_refresh_s = logmap_refresh_s
         self.clock = clock
         adapter_schema = schema_of(adapter)
@@ -256,6 +266,7 @@ class Joiner:
         resolved: list[str] = []  # retry-store clicks settled by this batch
 
         pending, too_old = self._skip_registered(batch, clicks, report, resolved)
+        pending = self._hold_for_preferred_dc(pending, now, report)
         found = self._find_queries(pending, report)
 
         rows: list[dict[str, Any]] = []
@@ -378,11 +389,47 @@ class Joiner:
                 resolved.append(click.line.click_id)
                 too_old.append(click)
             elif report.replay and self.registry.read_token(click.event.click_id) == token:
-                pending.append(click)  # ours, from the crashed try of this batch
+                click.ours = True  # from the crashed try of this batch
+                pending.append(click)
             else:
                 report.already_joined += 1
                 resolved.append(click.line.click_id)
         return pending, too_old
+
+    def preferred_dc(self, click_id: str) -> str:
+        """The DC that joins ``click_id`` when every DC is up (a stable hash of the id)."""
+        return self.dcs[stable_hash(click_id) % len(self.dcs)] if self.dcs else self.dc
+
+    def _hold_for_preferred_dc(
+        self, clicks: list[_Click], now: int, report: BatchReport
+    ) -> list[_Click]:
+        """Hold a click another DC prefers for the grace period; the rest go on.
+
+        Every DC reads every click. Were all to join each at once, all but one
+        would waste the work (the registry lets one win). So a click waits here
+        ``affinity_grace_s`` from its first sighting unless this DC is its
+        preferred one; by then the preferred DC has usually joined it and the
+        lookup skips it. If that DC is down, the click is joined after the
+        grace. A click this batch already holds in the registry (a replay) is
+        never held.
+        """
+        if not self.affinity_grace_us:
+            return clicks
+        go_on: list[_Click] = []
+        held: list[PendingClick] = []
+        for click in clicks:
+            first_seen = click.line.first_seen_us if click.from_retry else now
+            if (
+                click.ours
+                or self.preferred_dc(click.line.click_id) == self.dc
+                or now - first_seen >= self.affinity_grace_us
+            ):
+                go_on.append(click)
+            else:
+                held.append(click.line)
+        if held:
+            report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
+        return go_on
 
     def _find_queries(self, clicks: list[_Click], report: BatchReport) -> dict[str, QueryEvent]:
         wanted = {str(c.event.query_id): c.event.query_id for c in clicks}
@@ -424,6 +471,7 @@ class Joiner:
 
     def _count(self, report: BatchReport) -> None:
         for outcome in (
+            "held",
             "already_joined",
             "too_old",
             "filtered",

@@ -116,6 +116,23 @@ class RetryStore:
                 deferred.append(current)
         return deferred, expired
 
+    def hold(self, clicks: Iterable[PendingClick], now_us: int, until_us: int) -> int:
+        """Keep clicks until ``until_us`` without counting an attempt (DC affinity).
+
+        A click already in the store keeps its attempts and first sighting; it
+        is due no earlier than ``until_us``.
+        """
+        held = 0
+        with self._transaction():
+            for click in clicks:
+                self._db.execute(
+                    "INSERT INTO retries VALUES (?, ?, ?, ?, ?, 0, ?) ON CONFLICT (click_id) "
+                    "DO UPDATE SET due_us = max(due_us, excluded.due_us)",
+                    (click.click_id, click.raw, click.file, click.offset, now_us, until_us),
+                )
+                held += 1
+        return held
+
     def due(self, now_us: int, limit: int) -> list[PendingClick]:
         """Up to ``limit`` clicks due at ``now_us``, the longest-waiting first."""
         rows = self._db.execute(

@@ -111,6 +111,8 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             output=OutputWriter(store, dc, attempt),
             adapter=adapter,
             max_retries_per_batch=settings.pipeline.max_retries_per_batch,
+            dcs=settings.dcs,
+            affinity_grace_s=settings.pipeline.affinity_grace_s,
         )
     except BaseException:
         app.close()

@@ -86,6 +86,8 @@ def make_dc(
         redis_url: str | None = None,
         reg: IdRegistry | None = None,
         attempt: str = "run1",
+        dcs: tuple[str, ...] = (),
+        affinity_grace_s: float = 0.0,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -116,6 +118,8 @@ def make_dc(
             output=output,
             adapter=AdClickAdapter(),
             logmap_refresh_s=0.0,
+            dcs=dcs,
+            affinity_grace_s=affinity_grace_s,
             clock=clock,
         )
         return DcParts(dc, reader, joiner, retries)

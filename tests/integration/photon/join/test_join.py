@@ -277,3 +277,45 @@ def test_a_crash_while_writing_unjoinable_clicks_loses_none_of_them(
     unjoinable = {r["click_id"] for r in rows(store, "unjoinable/")}
     assert unjoinable == set(manifest.expected_joins) | set(manifest.never_joinable)
     assert restarted.retries.pending() == 0
+
+
+def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    dcs = ("a", "b")
+    parts = {dc: make_dc(dc, root, clock, dcs=dcs, affinity_grace_s=3.0) for dc in dcs}
+    for dc in dcs:  # both DCs have every query cached already
+        for n, lines in enumerate(batches(root / dc / "queries", 1 << 20)):
+            parts[dc].reader.process(f"q{n}", lines)
+    click_batches = {dc: batches(root / dc / "clicks", 4 * 1024) for dc in dcs}
+    reports = []
+    for n in range(max(len(b) for b in click_batches.values())):
+        clock.now_us += S // 2
+        for dc in dcs:  # the same clicks reach both DCs at about the same time
+            if n < len(click_batches[dc]):
+                reports.append(parts[dc].joiner.process(f"{n:012d}", click_batches[dc][n]))
+    for _ in range(100):
+        clock.now_us += 2 * S
+        reports += [r for dc in dcs if (r := parts[dc].joiner.process_retries())]
+        if all(parts[dc].retries.pending() == 0 for dc in dcs):
+            break
+    joined = check_exactly_once(store, manifest)
+    assert sum(r.wasted for r in reports) == 0
+    assert sum(r.held for r in reports) > 0
+    by_dc = Counter(r["dc"] for r in joined)
+    assert by_dc["a"] > 0 and by_dc["b"] > 0  # each DC joined the clicks it is preferred for
+    preferred = parts["a"].joiner.preferred_dc
+    assert all(preferred(r["click_id"]) == r["dc"] for r in joined)
+
+
+def test_with_the_preferred_dc_down_the_other_joins_after_the_grace(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock, dcs=("a", "b"), affinity_grace_s=3.0)  # b never runs
+    run_dc(a, root, clock, clicks_first=False)
+    joined = check_exactly_once(store, manifest)
+    assert {r["dc"] for r in joined} == {"a"}
