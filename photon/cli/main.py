@@ -387,7 +387,9 @@ def demo(
         gen_argv += ["--outage-s", str(outage_s), "--rollover-bytes", str(256 * 1024)]
         writer = subprocess.Popen(gen_argv)  # the ad servers, in a process of their own
         try:
-            summary = pipeline_cmds.run(ctx, dc=None, dcs=None, until_idle=30.0, fresh=False)
+            summary = pipeline_cmds.run(
+                ctx, dc=None, dcs=None, until_idle=30.0, master=None, fresh=False
+            )
         finally:
             if writer.wait(timeout=600) != 0:
                 raise StackError(f"the log generator failed with status {writer.returncode}")

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from photon.cli.common import err, print_json, settings_of
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.pipeline import APPS, Child, app_argv, app_summary, reset_state, run_pipelines
+from photon.settings import PipelineSettings
 
 DcOption = Annotated[str, typer.Option("--dc", help="The datacenter to run.")]
 UntilIdle = Annotated[
@@ -54,6 +56,10 @@ def run(
         str | None, typer.Option("--dcs", help="Run these DCs, comma separated: a,b.")
     ] = None,
     until_idle: UntilIdle = None,
+    master: Annotated[
+        str | None,
+        typer.Option(help="Spark master for every app, e.g. spark://127.0.0.1:7077."),
+    ] = None,
     fresh: Annotated[
         bool,
         typer.Option(help="First delete the apps' checkpoints and retry stores (new logs)."),
@@ -69,6 +75,15 @@ def run(
     names = list(dict.fromkeys(chosen)) or settings.dcs
     for name in names:
         settings.dc_logs(name)  # validates the name
+    env: dict[str, str] = {}
+    if master is not None:
+        try:
+            PipelineSettings.model_validate(
+                settings.pipeline.model_dump() | {"spark_master": master}
+            )
+        except ValidationError as exc:
+            raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="--master") from None
+        env["PHOTON_PIPELINE__SPARK_MASTER"] = master
     if fresh:
         for path in reset_state(settings, names):
             err.print(f"removed {path}")
@@ -83,7 +98,12 @@ def run(
 
     started = time.monotonic()
     children = run_pipelines(
-        settings, names, until_idle_s=until_idle, config=ctx.find_root().obj, on_exit=on_exit
+        settings,
+        names,
+        until_idle_s=until_idle,
+        config=ctx.find_root().obj,
+        env=env,
+        on_exit=on_exit,
     )
     summary = {
         "seconds": round(time.monotonic() - started, 1),

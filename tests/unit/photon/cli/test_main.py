@@ -40,6 +40,9 @@ def test_parse_start_accepts_today_now_and_iso() -> None:
         (["gen", "--start", "yesterday-ish"], "not 'today', 'now' or an ISO-8601 time"),
         (["--log-level", "loud", "settings", "show"], "not one of"),
         (["logs", "scan", "--dc", "zz"], None),
+        (["run", "--master", "yarn"], "is not local, local[N], local[*] or spark://host:port"),
+        (["run", "--until-idle", "0"], "--until-idle"),
+        (["join", "--dc", "a", "--until-idle", "-1"], "--until-idle"),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message(
@@ -51,6 +54,13 @@ def test_bad_options_are_refused_with_a_clear_message(
         assert complaint in result.output
     else:
         assert "unknown DC 'zz'" in str(result.exception)
+
+
+def test_run_refuses_an_unknown_dc_before_starting_anything(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", "--dcs", "a,zz"])
+    assert result.exit_code != 0
+    assert "unknown DC 'zz'" in str(result.exception)
+    assert not (tmp_path / "state" / "pipelines").exists()
 
 
 def test_gen_then_scan_in_json(tmp_path: Path) -> None:
