@@ -390,9 +390,12 @@ def demo(
             summary = pipeline_cmds.run(
                 ctx, dc=None, dcs=None, until_idle=30.0, master=None, fresh=False
             )
-        finally:
-            if writer.wait(timeout=600) != 0:
-                raise StackError(f"the log generator failed with status {writer.returncode}")
+        except BaseException:
+            writer.terminate()  # the pipelines failed: stop writing, keep the first error
+            writer.wait()
+            raise
+        if writer.wait(timeout=600) != 0:
+            raise StackError(f"the log generator failed with status {writer.returncode}")
         out.rule("3. audit the output against the generator's manifest")
         result = audit(ObjectStore.from_settings(settings), load_manifest(settings.logs_root))
         _print_audit(result, summary)

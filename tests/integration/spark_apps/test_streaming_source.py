@@ -55,6 +55,10 @@ def run_until(
         while not done() and query.isActive:
             assert time.monotonic() < deadline, f"no progress: {batches}"
             time.sleep(0.1)
+        # Stop between triggers, so the last batch seen is committed in the checkpoint.
+        while query.isActive and query.status["isTriggerActive"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
     finally:
         query.stop()
     return query
