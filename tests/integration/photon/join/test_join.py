@@ -7,6 +7,7 @@ streaming source will cut them. The generator's manifest is the ground truth.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,15 @@ def logs(tmp_path: Path) -> tuple[Path, Manifest]:
     root = tmp_path / "logs"
     write(simulate(cfg), root)
     return root, load_manifest(root)
+
+
+def crashing(why: str) -> Callable[..., None]:
+    """A stand-in for a write that dies like a killed process (SystemExit passes through)."""
+
+    def crash(*_: object, **__: object) -> None:
+        raise SystemExit(why)
+
+    return crash
 
 
 def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
@@ -152,10 +162,11 @@ def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
         a.reader.process(f"q{n}", lines)
     [clicks, *rest] = batches(root / "a" / "clicks", 16 * 1024)
 
-    def crash(*_: object, **__: object) -> None:
-        raise SystemExit("killed after the registry commit, before the output write")
-
-    monkeypatch.setattr(a.joiner.output, "joined", crash)
+    monkeypatch.setattr(
+        a.joiner.output,
+        "joined",
+        crashing("killed after the registry commit, before the output write"),
+    )
     with pytest.raises(SystemExit):
         a.joiner.process("000000000000", clicks)
     monkeypatch.undo()
@@ -217,10 +228,9 @@ def test_a_crashed_retry_pass_is_replayed_before_the_next_streaming_batch(
         a.reader.process(f"q{n}", lines)
     clock.now_us += 10 * S
 
-    def crash(*_: object, **__: object) -> None:
-        raise SystemExit("killed in a retry pass, after the registry commit")
-
-    monkeypatch.setattr(a.joiner.output, "joined", crash)
+    monkeypatch.setattr(
+        a.joiner.output, "joined", crashing("killed in a retry pass, after the registry commit")
+    )
     with pytest.raises(SystemExit):
         a.joiner.process_retries()
     monkeypatch.undo()
@@ -261,10 +271,9 @@ def test_a_crash_while_writing_unjoinable_clicks_loses_none_of_them(
     for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
         a.joiner.process(f"{n:012d}", lines)
 
-    def crash(*_: object, **__: object) -> None:
-        raise SystemExit("killed while writing the unjoinable clicks")
-
-    monkeypatch.setattr(a.joiner.output, "unjoinable", crash)
+    monkeypatch.setattr(
+        a.joiner.output, "unjoinable", crashing("killed while writing the unjoinable clicks")
+    )
     with pytest.raises(SystemExit):
         for _ in range(10):  # retry passes until the clicks are past both limits
             clock.now_us += 20 * S
