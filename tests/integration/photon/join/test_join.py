@@ -70,6 +70,12 @@ def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
     return out
 
 
+def read_every_query(parts: DcParts, root: Path) -> None:
+    """The DC's query reader takes every query log line now (cache and log-file map)."""
+    for n, lines in enumerate(batches(root / parts.dc / "queries", 1 << 20)):
+        parts.reader.process(f"q{n}", lines)
+
+
 def rows(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for key in store.keys(prefix):
@@ -158,8 +164,7 @@ def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
     root, manifest = logs
     clock = Clock(START_US)
     a = make_dc("a", root, clock)
-    for n, lines in enumerate(batches(root / "a" / "queries", 1 << 20)):
-        a.reader.process(f"q{n}", lines)
+    read_every_query(a, root)
     [clicks, *rest] = batches(root / "a" / "clicks", 16 * 1024)
 
     monkeypatch.setattr(
@@ -196,8 +201,7 @@ def test_a_batch_replayed_after_its_write_writes_nothing_twice(
     root, _ = logs
     clock = Clock(START_US)
     a = make_dc("a", root, clock)
-    for n, lines in enumerate(batches(root / "a" / Stream.QUERIES.value, 1 << 20)):
-        a.reader.process(f"q{n}", lines)
+    read_every_query(a, root)
     clicks = batches(root / "a" / "clicks", 16 * 1024)[0]
     first = a.joiner.process("000000000000", clicks)
     first_write_at = clock.now_us
@@ -224,8 +228,7 @@ def test_a_crashed_retry_pass_is_replayed_before_the_next_streaming_batch(
     for n, lines in enumerate(click_batches[:half]):  # no query read yet: every click waits
         a.joiner.process(f"{n:012d}", lines)
     assert a.retries.pending() > 0
-    for n, lines in enumerate(batches(root / "a" / "queries", 1 << 20)):
-        a.reader.process(f"q{n}", lines)
+    read_every_query(a, root)
     clock.now_us += 10 * S
 
     monkeypatch.setattr(
@@ -296,8 +299,7 @@ def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     dcs = ("a", "b")
     parts = {dc: make_dc(dc, root, clock, dcs=dcs, affinity_grace_s=3.0) for dc in dcs}
     for dc in dcs:  # both DCs have every query cached already
-        for n, lines in enumerate(batches(root / dc / "queries", 1 << 20)):
-            parts[dc].reader.process(f"q{n}", lines)
+        read_every_query(parts[dc], root)
     click_batches = {dc: batches(root / dc / "clicks", 4 * 1024) for dc in dcs}
     reports = []
     for n in range(max(len(b) for b in click_batches.values())):
