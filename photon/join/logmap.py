@@ -97,10 +97,6 @@ class LogFileMapBuilder:
     def commit(self, state: _Last) -> None:
         self._last = state
 
-    def forget_files(self, keep: set[str]) -> None:
-        """Drop the state of files no longer read (rolled over and finished)."""
-        self._last = {k: v for k, v in self._last.items() if k[0] in keep}
-
 
 def encode_run(entries: Sequence[MapEntry]) -> bytes:
     ordered = sorted(entries)
