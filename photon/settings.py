@@ -179,8 +179,15 @@ class ShardSettings(_Section):
 class LogFileMapSettings(_Section):
     """The paper's W (seconds) and M (bytes) between log-file-map entries."""
 
-    window_s: PositiveSeconds = 10.0
-    max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    #: A lookup reads at most M bytes from each entry of [ts - W, ts]; with small
+    #: W and M the reads stay short (a click whose query is not read yet reads
+    #: them all), at the cost of more entries (compaction merges them).
+    window_s: PositiveSeconds = 2.0
+    max_bytes: Annotated[int, Field(ge=1024)] = 64 << 10
+    #: On a click's first sight, a query younger than this that the cache lacks was
+    #: not read yet (the query reader caches a query before it maps it), so the
+    #: joiner retries the click instead of searching the logs. 0: always search.
+    skip_fresh_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
 
 
 class RetrySettings(_Section):
@@ -219,6 +226,9 @@ class PipelineSettings(_Section):
     #: A click another DC prefers waits this long before this DC joins it (0: off).
     affinity_grace_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
+    #: Options of each app's driver JVM. The default trades peak JIT speed (the
+    #: driver only plans micro-batches) for less CPU: four apps share two cores.
+    driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     #: Prometheus metrics of the apps, on the stack's host: the query reader of the
     #: i-th DC serves on base + 2i, its joiner on base + 2i + 1. 0: no endpoint.
     metrics_base_port: Annotated[int, Field(ge=0, le=65535)] = 9410
@@ -229,6 +239,14 @@ class PipelineSettings(_Section):
         if not _SPARK_MASTER.fullmatch(master):
             raise ValueError(f"{master!r} is not local, local[N], local[*] or spark://host:port")
         return master
+
+    @field_validator("driver_java_options")
+    @classmethod
+    def _check_java_options(cls, options: str) -> str:
+        bad = [o for o in options.split() if not re.fullmatch(r"-[A-Za-z][^\s'\"]*", o)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a JVM option (one word starting with '-')")
+        return options
 
     @field_validator("adapter")
     @classmethod
@@ -246,7 +264,9 @@ class StackSettings(_Section):
     zk_client_ports: Annotated[list[Port], NoDecode] = [2181, 2182, 2183]
     zk_quorum_ports: Annotated[list[Port], NoDecode] = [2888, 2889, 2890]
     zk_election_ports: Annotated[list[Port], NoDecode] = [3888, 3889, 3890]
-    zk_heap_mb: Annotated[int, Field(ge=32, le=65536)] = 256
+    #: Each node holds the whole registry in its heap (~0.5 KiB an id): size it
+    #: for the ids inside the GC window. A node out of heap exits.
+    zk_heap_mb: Annotated[int, Field(ge=32, le=65536)] = 1024
     zk_classpath: str = "/usr/share/java/zookeeper.jar"
     redis_port: Port = 6379
     s3_port: Port = 9000

@@ -102,11 +102,13 @@ class ObjectStore:
             raise
         return True
 
-    def keys(self, prefix: str) -> Iterator[str]:
-        """Every key under ``prefix``, in key order."""
+    def keys(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
+        """Every key under ``prefix`` (after ``start_after``, if given), in key order."""
         token: str | None = None
         while True:
             args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if start_after:
+                args["StartAfter"] = start_after
             if token:
                 args["ContinuationToken"] = token
             page = self._call(self._s3.list_objects_v2, **args)
@@ -114,6 +116,20 @@ class ObjectStore:
                 yield item["Key"]
             if not page.get("IsTruncated"):
                 return
+            token = page.get("NextContinuationToken")
+
+    def folders(self, prefix: str) -> list[str]:
+        """The "folders" right under ``prefix`` (common prefixes up to the next ``/``)."""
+        found: list[str] = []
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
+            if token:
+                args["ContinuationToken"] = token
+            page = self._call(self._s3.list_objects_v2, **args)
+            found += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            if not page.get("IsTruncated"):
+                return found
             token = page.get("NextContinuationToken")
 
     def delete(self, keys: list[str]) -> None:

@@ -139,6 +139,20 @@ def check_token(token: str) -> bytes:
     return data
 
 
+@dataclass
+class RegisterCounters:
+    calls: int = 0
+    ids: int = 0
+    transactions: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "register_calls": self.calls,
+            "register_ids": self.ids,
+            "register_transactions": self.transactions,
+        }
+
+
 class IdRegistry:
     """A connected IdRegistry; use :meth:`connect` and close it (or use ``with``)."""
 
@@ -167,6 +181,8 @@ class IdRegistry:
         self._watched_boundaries: set[int] = set()
         self._known_buckets: set[str] = set()
         self.state = KazooState.CONNECTED
+        #: What :meth:`register` sent since connecting: calls, ids, multi transactions.
+        self.counters = RegisterCounters()
 
     # -- connecting -----------------------------------------------------------
 
@@ -379,6 +395,24 @@ class IdRegistry:
         log.info("registry.gc", shard=shard, buckets=deleted_buckets, ids=deleted_ids)
         return GcReport(shard, boundary, deleted_buckets, deleted_ids)
 
+    def drop(self) -> int:
+        """Delete this registry's whole tree; returns how many ids went with it.
+
+        For throwaway roots only (benchmarks, tests): every id goes, whatever
+        its GC boundary. Buckets go by multi-op deletes, as in GC, so a root
+        of a million ids takes seconds, not a delete a node.
+        """
+        ids_root = self.layout.ids_root
+        deleted = 0
+        for shard in self._children(ids_root):
+            for hour in self._children(f"{ids_root}/{shard}"):
+                for bucket in self._children(f"{ids_root}/{shard}/{hour}"):
+                    deleted += self._delete_bucket(f"{ids_root}/{shard}/{hour}/{bucket}")
+        with contextlib.suppress(NoNodeError):
+            self._call(self._zk.delete, self.root, recursive=True)
+        log.info("registry.drop", root=self.root, ids=deleted)
+        return deleted
+
     def _delete_bucket(self, bucket: str) -> int:
         deleted = 0
         for _ in range(3):
@@ -428,6 +462,8 @@ class IdRegistry:
         it is a caller error (``ValueError``).
         """
         ops = self._plan(items)
+        self.counters.calls += 1
+        self.counters.ids += len(ops)
         results: dict[str, RegisterResult] = {}
         fresh: list[_Op] = []
         boundaries = {shard: self.gc_boundary(shard) for shard in {op.shard for op in ops.values()}}
@@ -500,6 +536,7 @@ class IdRegistry:
             for op in txn_ops:
                 txn.create(op.path, op.token)
             in_flight.append((txn_ops, txn.commit_async()))
+            self.counters.transactions += 1
         for txn_ops, pending in in_flight:
             again += self._settle(txn_ops, pending, results)
         return again

@@ -8,9 +8,11 @@ partial last line is never read; new files are picked up as they appear, in
 name order; rolled-over files are finished before later ones.
 
 Admission control: ``maxBytesPerTrigger`` and ``maxFilesPerTrigger`` (Spark
-4.2 read limits). Rows: ``file``, ``offset``, ``raw`` (the line's bytes, no
-``\\n``) and ``lost_bytes`` — 0 for a line; for a file that shrank below its
-saved offset, one row with ``raw`` empty, ``offset`` its new size and the
+4.2 read limits). A batch's file ranges are grouped into few partitions
+(usually one: each task costs a Python worker round trip). Rows, one Arrow
+record batch a file range: ``file``, ``offset``, ``raw`` (the line's bytes,
+no ``\\n``) and ``lost_bytes`` — 0 for a line; for a file that shrank below
+its saved offset, one row with ``raw`` empty, ``offset`` its new size and the
 number of bytes lost (the apps quarantine it as ``file_truncated``).
 
 How it fails: a file deleted after planning reads as empty (its offsets drop
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -46,15 +49,40 @@ SCHEMA = StructType(
     ]
 )
 
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("file", pa.string(), False),
+        pa.field("offset", pa.int64(), False),
+        pa.field("raw", pa.binary(), False),
+        pa.field("lost_bytes", pa.int64(), False),
+    ]
+)
+
 
 @dataclass
-class FileRange(InputPartition):
+class FileRange:
     """Bytes ``[start, end)`` of one file, or (``end < start``) a truncation report."""
 
     directory: str
     file: str
     start: int
     end: int
+
+
+@dataclass
+class FileRanges(InputPartition):
+    """One task's share of a batch: file ranges, read one after another.
+
+    Ranges are grouped into few partitions (up to :data:`PARTITION_BYTES` each)
+    because every Spark task costs a Python worker round trip whatever it
+    reads; a batch is a few MiB, so one task usually reads all of it.
+    """
+
+    ranges: list[FileRange]
+
+
+#: The bytes one partition reads at most, unless a single range is larger.
+PARTITION_BYTES = 16 << 20
 
 
 class GrowingLogDataSource(DataSource):
@@ -116,27 +144,52 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         present = set(reader.files())
         return {"files": {name: o for name, o in plan.offsets.items() if name in present}}
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[FileRange]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[FileRanges]:
         begin = start.get("files", {})
-        ranges = []
+        groups: list[FileRanges] = []
+        size = 0
         for name, stop in sorted(end.get("files", {}).items()):
             first = begin.get(name, 0)
-            if stop != first:
-                ranges.append(FileRange(self.directory, name, first, stop))
-        return ranges
+            if stop == first:
+                continue
+            length = max(0, stop - first)
+            if not groups or (size + length > PARTITION_BYTES and groups[-1].ranges):
+                groups.append(FileRanges([]))
+                size = 0
+            groups[-1].ranges.append(FileRange(self.directory, name, first, stop))
+            size += length
+        return groups
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[str, int, bytes, int]]:
-        assert isinstance(partition, FileRange)
-        if partition.end < partition.start:  # the file shrank: report, read nothing
-            yield (partition.file, partition.end, b"", partition.start - partition.end)
-            return
-        reader = GrowingLogReader(Path(partition.directory))
-        try:
-            lines = reader.read_range(partition.file, partition.start, partition.end)
-        except FileNotFoundError:
-            return
-        for line in lines:
-            yield (line.file, line.offset, line.raw, 0)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # One Arrow batch a range: Spark takes it whole, with no Python object a row.
+        assert isinstance(partition, FileRanges)
+        for part in partition.ranges:
+            yield from _read_range(part)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
+    if part.end < part.start:  # the file shrank: report, read nothing
+        yield _rows(part.file, [part.end], [b""], part.start - part.end)
+        return
+    reader = GrowingLogReader(Path(part.directory))
+    try:
+        raws, offsets = reader.read_range_columns(part.file, part.start, part.end)
+    except FileNotFoundError:
+        return
+    yield _rows(part.file, offsets, raws, 0)
+
+
+def _rows(file: str, offsets: list[int], raws: list[bytes], lost_bytes: int) -> pa.RecordBatch:
+    count = len(raws)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([file] * count, pa.string()),
+            pa.array(offsets, pa.int64()),
+            pa.array(raws, pa.binary()),
+            pa.array([lost_bytes] * count, pa.int64()),
+        ],
+        schema=ARROW_SCHEMA,
+    )

@@ -41,7 +41,11 @@ def main(
             JOINER,
             joiner.process,
             until_idle_s=until_idle,
-            totals=lambda: {"retries_pending": retries.pending(), **joiner.totals.to_dict()},
+            totals=lambda: {
+                "retries_pending": retries.pending(),
+                **joiner.totals.to_dict(),
+                **joiner.registry.counters.to_dict(),
+            },
             idle=joiner.process_retries,
             settled=lambda: retries.pending() == 0,
         )

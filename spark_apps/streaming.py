@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pyarrow as pa
 import structlog
 from pyspark.sql import DataFrame, SparkSession
 
@@ -67,21 +68,29 @@ def batch_key(batch_id: int) -> str:
     return f"{batch_id:012d}"
 
 
-def to_lines(rows: Sequence[Any]) -> tuple[list[LogLine], list[QuarantineRecord]]:
+def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
+    """A batch's rows (an Arrow table of the source's schema) as lines and truncation reports."""
     lines: list[LogLine] = []
     truncations: list[QuarantineRecord] = []
-    for row in rows:
-        if row.lost_bytes:
+    columns = zip(
+        table.column("file").to_pylist(),
+        table.column("offset").to_pylist(),
+        table.column("raw").to_pylist(),
+        table.column("lost_bytes").to_pylist(),
+        strict=True,
+    )
+    for file, offset, raw, lost_bytes in columns:
+        if lost_bytes:
             truncations.append(
                 QuarantineRecord(
-                    file=row.file,
-                    offset=row.offset,
+                    file=file,
+                    offset=offset,
                     reason=QuarantineReason.FILE_TRUNCATED,
-                    detail=f"file shrank below the saved offset; {row.lost_bytes} bytes were lost",
+                    detail=f"file shrank below the saved offset; {lost_bytes} bytes were lost",
                 )
             )
         else:
-            lines.append(LogLine(row.file, row.offset, bytes(row.raw)))
+            lines.append(LogLine(file, offset, raw))
     lines.sort(key=lambda line: (line.file, line.offset))
     return lines, truncations
 
@@ -101,7 +110,7 @@ def run(
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
         nonlocal last_data
-        lines, truncations = to_lines(df.collect())
+        lines, truncations = to_lines(df.toArrow())
         if lines or truncations:
             last_data = time.monotonic()
         handle(batch_key(batch_id), lines, truncations)

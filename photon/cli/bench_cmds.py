@@ -60,7 +60,7 @@ def bench_pipeline(
     ctx: typer.Context,
     queries: Annotated[
         int, typer.Option(help="Queries of the burst (throughput) workload.", min=1000)
-    ] = 60_000,
+    ] = 150_000,
     click_rate: Annotated[
         float, typer.Option(help="Clicks per second of the live (latency) phase.", min=1.0)
     ] = 1_000.0,
@@ -83,12 +83,18 @@ def bench_pipeline(
         return
     table = Table("figure", "value", "target met")
     targets = data["targets"]
-    table.add_row("joined clicks/s (burst)", str(data["throughput"]["joined_per_s"]),
+    table.add_row("joined clicks/s sustained (burst)",
+                  str(data["throughput"]["sustained_joined_per_s"]),
                   str(targets["joined_ge_5000_per_s"]))  # fmt: skip
+    table.add_row("joined clicks/s first to last (burst)",
+                  str(data["throughput"]["joined_per_s"]), "")  # fmt: skip
     table.add_row("latency p50 (live)", str(data["latency"]["latency_p50_s"]), "")
     table.add_row("latency p90 (live)", str(data["latency"]["latency_p90_s"]),
                   str(targets["p90_le_5s_at_1000_clicks_per_s"]))  # fmt: skip
-    table.add_row("cache hit ratio", str(data["cache_hit_ratio"]),
+    table.add_row("cache hit ratio (live)", str(data["cache"]["hit_ratio"]),
                   str(targets["cache_hits_ge_90pct"]))  # fmt: skip
     table.add_row("wasted joins", str(data["wasted_join_share"]), str(targets["wasted_lt_5pct"]))
+    registry = data["registry"]
+    table.add_row("registry ids/s vs multi/s",
+                  f"{registry['ids_per_s']} vs {registry['transactions_per_s']}", "")  # fmt: skip
     out.print(table)

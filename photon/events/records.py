@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import msgspec
+
 from photon.events.ids import EventId, InvalidEventIdError
+
+#: One decoder for every line: msgspec parses ~4x faster than ``json`` and is strict.
+_DECODER = msgspec.json.Decoder()
 
 
 class Stream(StrEnum):
@@ -133,16 +138,21 @@ def decode_line(stream: Stream, file: str, offset: int, raw: bytes) -> Event | Q
 
 def _load_object(raw: bytes) -> dict[str, Any]:
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadLineError(QuarantineReason.NOT_UTF8, f"byte {exc.start} is not UTF-8") from exc
-    try:
-        obj = json.loads(text, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, ValueError) as exc:
-        raise BadLineError(QuarantineReason.INVALID_JSON, str(exc)) from exc
+        obj = _DECODER.decode(raw)  # strict JSON: no NaN/Infinity, UTF-8 checked
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise _not_json(raw, exc) from exc
     if not isinstance(obj, dict):
         raise BadLineError(QuarantineReason.NOT_AN_OBJECT, f"a {type(obj).__name__}, not an object")
     return obj
+
+
+def _not_json(raw: bytes, exc: Exception) -> BadLineError:
+    """Why the decoder refused ``raw``: not UTF-8 at all, or not JSON (the rare path)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return BadLineError(QuarantineReason.NOT_UTF8, f"byte {bad.start} is not UTF-8")
+    return BadLineError(QuarantineReason.INVALID_JSON, str(exc))
 
 
 def _required_id(obj: Mapping[str, Any], name: str) -> EventId:
@@ -155,11 +165,6 @@ def _required_id(obj: Mapping[str, Any], name: str) -> EventId:
         return EventId.parse(value)
     except InvalidEventIdError as exc:
         raise BadLineError(QuarantineReason.MALFORMED_ID, f"{name}: {exc}") from exc
-
-
-def _reject_constant(name: str) -> Any:
-    # json.loads accepts NaN and Infinity, which are not JSON: other readers choke on them.
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _dump(obj: Mapping[str, Any]) -> bytes:

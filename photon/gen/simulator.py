@@ -306,6 +306,10 @@ def ensure_empty(logs_root: Path, dcs: list[str]) -> None:
                 )
 
 
+#: Live mode writes the lines due within this long at once (one sleep, not one a line).
+_LIVE_TICK_S = 0.01
+
+
 def write(
     sim: Simulation,
     logs_root: Path,
@@ -316,6 +320,9 @@ def write(
     clock: Callable[[], float] = time.time,
 ) -> Manifest:
     """Write every delivery; in live mode each at its ship time on the wall clock.
+
+    When ``start_us`` lies ahead, live mode waits for it, so each line lands at
+    the time it carries; a start in the past is shifted to now.
 
     Live mode writes in real time until the last query has shipped plus the
     median click delay several times over; the tail of very late clicks left
@@ -330,12 +337,13 @@ def write(
     live_until_us = cfg.start_us + int(
         (cfg.queries / cfg.query_rate + 10 * cfg.click_delay_median_s) * _US
     )
-    wall_start = clock()
+    # A start in the future is waited for; one in the past is taken as now.
+    wall_start = max(clock(), cfg.start_us / _US)
     try:
         for done, d in enumerate(sim.deliveries, start=1):
             if live and d.ship_us <= live_until_us:
                 wait_s = (d.ship_us - cfg.start_us) / _US - (clock() - wall_start)
-                if wait_s > 0:
+                if wait_s > _LIVE_TICK_S:  # lines due within a tick go out together
                     sleep(wait_s)
             key = (d.dc, d.stream, d.server)
             writer = writers.get(key)

@@ -4,8 +4,9 @@ For a batch of click log lines (plus the retry store's due clicks) it:
 
 1. decodes the lines; bad ones are quarantined (written, counted);
 2. drops clicks seen twice in the batch (log shipping duplicates lines);
-3. looks the clicks up in the IdRegistry and skips those already joined (by
-   any DC): this keeps wasted joins low when several DCs run;
+3. holds, for a grace period, new clicks another DC prefers (DC affinity), and
+   looks the rest up in the IdRegistry, skipping those already joined (by any
+   DC): both keep wasted joins low when several DCs run;
 4. finds each click's query: the CacheEventStore, else the LogsEventStore;
 5. passes (click, query) to the adapter, which may skip the click;
 6. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``;
@@ -78,17 +79,23 @@ class BatchReport:
     from_cache: int = 0
     from_logs: int = 0
     cache_misses: int = 0
+    logs_skipped: int = 0
     held: int = 0
     filtered: int = 0
     joined: int = 0
     wasted: int = 0
     deferred: int = 0
     unjoinable: int = 0
+    seconds: float = 0.0
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
 
     def counts(self) -> dict[str, int | str | bool]:
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("objects", "latencies_us")}
+        return {
+            k: getattr(self, k)
+            for k in self.__slots__
+            if k not in ("objects", "latencies_us", "seconds")
+        }
 
 
 #: Latencies kept for the run's percentiles (the newest, when there are more).
@@ -155,6 +162,7 @@ class Joiner:
         max_retries_per_batch: int = 5_000,
         dcs: Sequence[str] = (),
         affinity_grace_s: float = 0.0,
+        skip_fresh_logs_s: float = 0.0,
         logmap_refresh_s: float = 1.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
     ) -> None:
@@ -174,6 +182,9 @@ class Joiner:
         # Affinity needs every DC's name, this one's among them; else it is off.
         self.dcs = tuple(dcs) if dc in dcs and len(dcs) > 1 else ()
         self.affinity_grace_us = int(affinity_grace_s * 1_000_000) if self.dcs else 0
+        if skip_fresh_logs_s < 0:
+            raise ValueError(f"skip_fresh_logs_s must not be negative, not {skip_fresh_logs_s}")
+        self.skip_fresh_logs_us = int(skip_fresh_logs_s * 1_000_000)
         self.logmap_refresh_s = logmap_refresh_s
         self.clock = clock
         adapter_schema = schema_of(adapter)
@@ -265,9 +276,13 @@ class Joiner:
             self._add_due_retries(clicks, now, report)
         resolved: list[str] = []  # retry-store clicks settled by this batch
 
-        pending, too_old = self._skip_registered(batch, clicks, report, resolved)
-        pending = self._hold_for_preferred_dc(pending, now, report)
-        found = self._find_queries(pending, report)
+        if report.replay:  # a crashed try may hold clicks under this token: find them first
+            pending, too_old = self._skip_registered(batch, clicks, report, resolved)
+            pending = self._hold_for_preferred_dc(pending, now, report)
+        else:  # a held click is looked up when it comes back, not now
+            pending = self._hold_for_preferred_dc(clicks, now, report)
+            pending, too_old = self._skip_registered(batch, pending, report, resolved)
+        found = self._find_queries(pending, now, report)
 
         rows: list[dict[str, Any]] = []
         to_register: list[tuple[_Click, dict[str, Any]]] = []
@@ -333,8 +348,9 @@ class Joiner:
 
         self.retries.remove(resolved)
         self.retries.finish_batch(batch)
+        report.seconds = round(time.perf_counter() - started, 3)
+        metrics.BATCH_SECONDS.labels(self.dc, "joiner").observe(report.seconds)
         self._count(report)
-        metrics.BATCH_SECONDS.labels(self.dc, "joiner").observe(time.perf_counter() - started)
         return report
 
     def _decode(
@@ -431,7 +447,9 @@ class Joiner:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
         return go_on
 
-    def _find_queries(self, clicks: list[_Click], report: BatchReport) -> dict[str, QueryEvent]:
+    def _find_queries(
+        self, clicks: list[_Click], now: int, report: BatchReport
+    ) -> dict[str, QueryEvent]:
         wanted = {str(c.event.query_id): c.event.query_id for c in clicks}
         if not wanted:
             return {}
@@ -441,18 +459,39 @@ class Joiner:
             if query is not None:
                 found[query_id] = query
         report.from_cache = len(found)
-        missing = [wanted[q] for q in wanted if q not in found]
+        missing = [q for q in wanted if q not in found]
         report.cache_misses = len(missing)
-        if missing:
+        searched = self._worth_searching(clicks, missing, now)
+        report.logs_skipped = len(missing) - len(searched)
+        if report.logs_skipped:
+            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped_fresh").inc(report.logs_skipped)
+        if searched:
             if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
                 self.logs.logmap.refresh()
                 self._logmap_loaded_at = time.monotonic()
-            for query_id, raw in self.logs.find_many(missing).items():
+            for query_id, raw in self.logs.find_many(wanted[q] for q in searched).items():
                 query = _decode_query(raw, query_id)
                 if query is not None:
                     found[query_id] = query
                     report.from_logs += 1
         return found
+
+    def _worth_searching(self, clicks: list[_Click], missing: list[str], now: int) -> list[str]:
+        """The cache misses to look for in the logs.
+
+        All of them, unless the cache is up: then a query younger than
+        ``skip_fresh_logs_s`` that a click asks for on first sight was not read
+        yet (the query reader caches every query before it maps it), so the
+        logs cannot have it either; the click's retry searches them.
+        """
+        if not missing or not self.skip_fresh_logs_us or not self.cache.available:
+            return missing
+        searched: set[str] = set()
+        for click in clicks:
+            query_id = click.event.query_id
+            if click.from_retry or now - query_id.ts_us >= self.skip_fresh_logs_us:
+                searched.add(str(query_id))
+        return [q for q in missing if q in searched]
 
     def _unjoinable_row(self, click: PendingClick, reason: str, now: int) -> dict[str, Any]:
         event = decode_click(click.raw)
@@ -488,7 +527,7 @@ class Joiner:
             latency.observe(us / 1_000_000)
         self.totals.add(report)
         metrics.RETRIES_PENDING.labels(self.dc).set(self.retries.pending())
-        log.info("joiner.batch", dc=self.dc, **report.counts())
+        log.info("joiner.batch", dc=self.dc, seconds=report.seconds, **report.counts())
 
 
 def _decode_query(raw: bytes, query_id: str) -> QueryEvent | None:

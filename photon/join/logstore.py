@@ -14,10 +14,12 @@ shrunken file is "not found", never an error.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import structlog
 
@@ -38,53 +40,97 @@ class LogsEventStore:
         self.max_bytes = max_bytes
 
     def find_many(self, query_ids: Iterable[EventId]) -> dict[str, bytes]:
-        """The raw lines of the queries found, by query id."""
-        wanted: dict[tuple[str, int], set[str]] = defaultdict(set)
+        """The raw lines of the queries found, by query id.
+
+        Each id may be searched from each of its candidate entries; its search
+        space is the union of those ``[offset, offset + M)`` stretches (plus the
+        line straddling each end). Stretches of one file overlap (entries are
+        dense where queries arrive out of order), so the batch reads each
+        merged stretch once and searches each id only in its own union.
+        """
+        regions: dict[str, dict[str, list[tuple[int, int]]]] = defaultdict(dict)
         asked: set[str] = set()
         for query_id in query_ids:
             key = str(query_id)
             if key in asked:
                 continue
             asked.add(key)
+            by_file: dict[str, list[tuple[int, int]]] = defaultdict(list)
             for entry in self.logmap.candidates(query_id, self.window_us):
-                wanted[(entry.file, entry.offset)].add(key)
+                by_file[entry.file].append((entry.offset, entry.offset + self.max_bytes))
+            for file, spans in by_file.items():
+                regions[file][key] = _merged(spans)
         found: dict[str, bytes] = {}
-        for (file, offset), ids in sorted(wanted.items()):
-            ids -= found.keys()
-            if ids:
-                found.update(self._scan(file, offset, ids))
+        for file in sorted(regions):
+            found.update(self._search_file(file, regions[file]))
         metrics.LOGMAP_LOOKUPS.labels(self.logmap.dc, "found").inc(len(found))
         metrics.LOGMAP_LOOKUPS.labels(self.logmap.dc, "not_found").inc(len(asked) - len(found))
         return found
 
-    def _scan(self, file: str, offset: int, ids: set[str]) -> dict[str, bytes]:
+    def _search_file(
+        self, file: str, spans_by_id: dict[str, list[tuple[int, int]]]
+    ) -> dict[str, bytes]:
         if Path(file).name != file or file in ("", ".", ".."):
             log.error("logstore.bad_entry", file=file)
             return {}
-        path = self.query_dir / file
+        reads = _merged([span for spans in spans_by_id.values() for span in spans])
         try:
-            with path.open("rb") as f:
-                f.seek(offset)
-                data = f.read(self.max_bytes)
-                if data and not data.endswith(b"\n"):
-                    data += f.readline()  # the line that straddles M, if it is complete
+            with (self.query_dir / file).open("rb") as f:
+                chunks = [_read_span(f, start, stop) for start, stop in reads]
         except FileNotFoundError:
             return {}
         found: dict[str, bytes] = {}
-        for key in ids:
+        for key, spans in spans_by_id.items():
             needle = key.encode("ascii")
-            start = 0
-            while (hit := data.find(needle, start)) >= 0:
-                line_start = data.rfind(b"\n", 0, hit) + 1
-                line_end = data.find(b"\n", hit)
-                start = hit + len(needle)
-                if line_end < 0:
-                    break  # a partial last line: not written yet
-                line = data[line_start:line_end]
-                if _query_id_of(line) == key:
+            for start, stop in spans:
+                # The merged read holding this span (reads are disjoint and sorted).
+                at = bisect.bisect_right(reads, (start, float("inf"))) - 1
+                line = _find_line(chunks[at], start - reads[at][0], stop - reads[at][0], needle)
+                if line is not None:
                     found[key] = line
                     break
         return found
+
+
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ``[start, stop)`` spans joined; sorted, disjoint."""
+    merged: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _read_span(f: BinaryIO, start: int, stop: int) -> bytes:
+    """Bytes ``[start, stop)``, plus the rest of the line straddling ``stop`` if complete."""
+    f.seek(start)
+    data = f.read(stop - start)
+    if data and not data.endswith(b"\n") and len(data) == stop - start:
+        data += f.readline()
+    return data
+
+
+def _find_line(data: bytes, start: int, stop: int, needle: bytes) -> bytes | None:
+    """The complete line starting in ``data[start:stop]`` whose query id is ``needle``."""
+    if start >= len(data):
+        return None
+    last = data.find(b"\n", max(start, min(stop, len(data)) - 1))
+    if last < 0:
+        last = len(data)  # no newline after: the line is partial, skipped below
+    at = start
+    key = needle.decode("ascii")
+    while (hit := data.find(needle, at, last)) >= 0:
+        line_start = data.rfind(b"\n", 0, hit) + 1
+        line_end = data.find(b"\n", hit)
+        at = hit + len(needle)
+        if line_end < 0:
+            return None  # a partial last line: not written yet
+        line = data[line_start:line_end]
+        if _query_id_of(line) == key:
+            return line
+    return None
 
 
 def _query_id_of(line: bytes) -> str | None:

@@ -125,11 +125,13 @@ class QueryReader:
         totals.quarantined += report.quarantined
         totals.cached += report.cached
         totals.map_entries += report.map_entries
-        metrics.BATCH_SECONDS.labels(self.dc, "query_reader").observe(time.perf_counter() - started)
+        seconds = round(time.perf_counter() - started, 3)
+        metrics.BATCH_SECONDS.labels(self.dc, "query_reader").observe(seconds)
         log.info(
             "query_reader.batch",
             dc=self.dc,
             batch=batch,
+            seconds=seconds,
             lines=report.lines,
             cached=report.cached,
             map_entries=report.map_entries,

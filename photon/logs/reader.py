@@ -23,6 +23,7 @@ always makes progress (at least one line, if any is complete).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,17 +145,19 @@ class GrowingLogReader:
 
     def read_range(self, file: str, start: int, end: int) -> list[LogLine]:
         """The lines of ``file`` in ``[start, end)``; ``end`` must follow a ``\n``."""
+        raws, offsets = self.read_range_columns(file, start, end)
+        return [LogLine(file, o, r) for o, r in zip(offsets, raws, strict=True)]
+
+    def read_range_columns(self, file: str, start: int, end: int) -> tuple[list[bytes], list[int]]:
+        """:meth:`read_range` as two columns, the lines and their offsets (no objects a line)."""
         with (self.directory / file).open("rb") as f:
             f.seek(start)
             data = f.read(end - start)
         if len(data) != end - start or not data.endswith(b"\n"):
             raise ValueError(f"{file} [{start}, {end}) does not end with a complete line")
-        lines = []
-        position = 0
-        for raw in data[:-1].split(b"\n"):
-            lines.append(LogLine(file, start + position, raw))
-            position += len(raw) + 1
-        return lines
+        raws = data[:-1].split(b"\n")
+        offsets = list(itertools.accumulate((len(raw) + 1 for raw in raws[:-1]), initial=start))
+        return raws, offsets
 
     def read(
         self,

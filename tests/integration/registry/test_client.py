@@ -78,9 +78,15 @@ def test_a_batch_over_a_megabyte_is_split_and_fully_committed(registry: IdRegist
     token = "t" * 255
     encoded = sum(len(i) * 2 + len(token) for i in ids)  # path holds the id twice over
     assert encoded > 1_000_000
+    before = registry.counters.to_dict()
     results = registry.register((i, token) for i in ids)
     assert set(results.values()) == {RegisterResult.COMMITTED}
     assert set(registry.lookup(ids).values()) == {LookupResult.PRESENT}
+    after = registry.counters.to_dict()
+    assert after["register_calls"] - before["register_calls"] == 1
+    assert after["register_ids"] - before["register_ids"] == len(ids)
+    # One id a transaction would be 6,000; size-bounded multis need only a handful.
+    assert 2 <= after["register_transactions"] - before["register_transactions"] <= 60
 
 
 def test_lookup_by_listing_and_by_probing(registry: IdRegistry) -> None:
@@ -203,3 +209,13 @@ def test_with_credentials_an_unauthenticated_client_can_neither_read_nor_write(
         stranger.stop()
         stranger.close()
     assert secured.read_token(ids[0]) == "t"
+
+
+def test_drop_deletes_the_whole_tree(connect: Connect, registry_root: str) -> None:
+    registry = connect()
+    ids = make_ids(3_000, spread_s=7_200, seed=12)  # several hours and buckets
+    registry.register((i, "t") for i in ids)
+    assert registry.drop() == len(ids)
+    assert registry._zk.exists(registry_root) is None
+    again = connect()  # a fresh registry on the same root starts empty
+    assert set(again.lookup(ids).values()) == {LookupResult.ABSENT}

@@ -84,6 +84,12 @@ def test_a_config_file_is_a_layer_below_the_environment(
         ({"PHOTON_RETRY__INITIAL_BACKOFF_S": "900"}, "retry"),
         ({"PHOTON_RETRY__JITTER": "1.5"}, "retry.jitter"),
         ({"PHOTON_STACK__HOST": "10.0.0.5"}, "stack.host"),
+        ({"PHOTON_PIPELINE__SPARK_MASTER": "yarn"}, "pipeline.spark_master"),
+        (
+            {"PHOTON_PIPELINE__DRIVER_JAVA_OPTIONS": "-Xmx1g; rm -rf /"},
+            "pipeline.driver_java_options",
+        ),
+        ({"PHOTON_PIPELINE__ADAPTER": "not a path"}, "pipeline.adapter"),
         ({"PHOTON_STACK__ZK_CLIENT_PORTS": "1,2"}, "stack"),
         ({"PHOTON_STACK__REDIS_PORT": "2181"}, "ports used twice: [2181]"),
         ({"PHOTON_NO_SUCH_THING": "1"}, "PHOTON_NO_SUCH_THING"),

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
-from spark_apps.growing_log_source import FileRange, GrowingLogStreamReader
+from spark_apps.growing_log_source import (
+    ARROW_SCHEMA,
+    FileRange,
+    FileRanges,
+    GrowingLogStreamReader,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +27,13 @@ Offsets = dict[str, dict[str, int]]
 def read_all(
     source: GrowingLogStreamReader, start: Offsets, end: Offsets
 ) -> list[tuple[str, int, bytes, int]]:
-    return [row for part in source.partitions(start, end) for row in source.read(part)]
+    """The rows Spark gets, as tuples, from the Arrow batches the source yields."""
+    rows = []
+    for part in source.partitions(start, end):
+        for batch in source.read(part):
+            assert batch.schema == ARROW_SCHEMA
+            rows += [tuple(r.values()) for r in batch.to_pylist()]
+    return rows
 
 
 def test_complete_lines_only_with_their_offsets(tmp_path: Path) -> None:
@@ -84,5 +95,19 @@ def test_bad_options_are_refused(options: dict[str, str]) -> None:
 def test_partitions_are_picklable_descriptions_of_byte_ranges() -> None:
     import pickle
 
-    part = FileRange("/logs", "a.log", 0, 10)
+    part = FileRanges([FileRange("/logs", "a.log", 0, 10), FileRange("/logs", "b.log", 5, 7)])
     assert pickle.loads(pickle.dumps(part)) == part  # noqa: S301 (our own bytes)
+
+
+def test_a_batch_is_one_task_unless_it_is_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.000000.log").write_bytes(b"0123456789\n" * 10)
+    source = reader(tmp_path)
+    start = source.initialOffset()
+    end = source.latestOffset(start, ReadAllAvailable())
+    assert [len(p.ranges) for p in source.partitions(start, end)] == [3]
+    monkeypatch.setattr("spark_apps.growing_log_source.PARTITION_BYTES", 150)
+    assert [len(p.ranges) for p in source.partitions(start, end)] == [1, 1, 1]
+    assert len(read_all(source, start, end)) == 30

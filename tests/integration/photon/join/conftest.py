@@ -88,6 +88,7 @@ def make_dc(
         attempt: str = "run1",
         dcs: tuple[str, ...] = (),
         affinity_grace_s: float = 0.0,
+        skip_fresh_logs_s: float = 0.0,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -120,6 +121,7 @@ def make_dc(
             logmap_refresh_s=0.0,
             dcs=dcs,
             affinity_grace_s=affinity_grace_s,
+            skip_fresh_logs_s=skip_fresh_logs_s,
             clock=clock,
         )
         return DcParts(dc, reader, joiner, retries)

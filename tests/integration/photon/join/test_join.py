@@ -149,8 +149,35 @@ def test_with_redis_down_queries_come_from_the_logs(
     root, manifest = logs
     clock = Clock(START_US)
     closed_port = free_ports(1)[0]
-    a = make_dc("a", root, clock, redis_url=f"redis://127.0.0.1:{closed_port}/0")
+    a = make_dc(
+        "a", root, clock, redis_url=f"redis://127.0.0.1:{closed_port}/0", skip_fresh_logs_s=3600
+    )
     run_dc(a, root, clock, clicks_first=False)
+    check_exactly_once(store, manifest)
+    assert a.joiner.totals.counts.get("logs_skipped", 0) == 0  # no cache: every miss searched
+
+
+def test_a_fresh_query_the_cache_lacks_is_searched_in_the_logs_on_the_retry(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """The cache lost every query (a Redis restart, say); the log-file map has them all."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    closed_port = free_ports(1)[0]
+    dead_cache = f"redis://127.0.0.1:{closed_port}/0"
+    read_every_query(make_dc("a", root, clock, redis_url=dead_cache, attempt="reader"), root)
+    a = make_dc("a", root, clock, skip_fresh_logs_s=3600)
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+
+    first = a.joiner.process(f"{0:012d}", clicks)
+    assert first.cache_misses > 0
+    assert (first.logs_skipped, first.from_logs, first.joined) == (first.cache_misses, 0, 0)
+    clock.now_us += 5 * S
+    retry = a.joiner.process_retries()
+    assert retry is not None and retry.from_logs > 0 and retry.logs_skipped == 0
+    for _ in range(50):
+        clock.now_us += 5 * S
+        a.joiner.process_retries()
     check_exactly_once(store, manifest)
 
 

@@ -49,6 +49,23 @@ def test_a_click_needs_both_ids() -> None:
             b'{"query_id": "%s", "x": NaN}' % QID.encode(),
             QuarantineReason.INVALID_JSON,
         ),
+        # Numbers and strings no other reader takes: infinity, a lone surrogate.
+        (
+            Stream.QUERIES,
+            b'{"query_id": "%s", "x": 1e999}' % QID.encode(),
+            QuarantineReason.INVALID_JSON,
+        ),
+        (
+            Stream.QUERIES,
+            b'{"query_id": "%s", "x": "\\ud800"}' % QID.encode(),
+            QuarantineReason.INVALID_JSON,
+        ),
+        (
+            Stream.QUERIES,
+            b'{"query_id": "%s"} trailing' % QID.encode(),
+            QuarantineReason.INVALID_JSON,
+        ),
+        (Stream.QUERIES, b"\xff{}", QuarantineReason.NOT_UTF8),
         (Stream.QUERIES, b"[1, 2]", QuarantineReason.NOT_AN_OBJECT),
         (Stream.QUERIES, b'"just a string"', QuarantineReason.NOT_AN_OBJECT),
         (Stream.QUERIES, b'{"query": "no id"}', QuarantineReason.MISSING_FIELD),

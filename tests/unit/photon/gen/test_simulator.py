@@ -117,7 +117,7 @@ def test_the_outage_dc_receives_nothing_during_its_outage_then_the_backlog() -> 
 
 
 def test_live_mode_paces_by_the_clock_and_writes_the_same_files(tmp_path: Path) -> None:
-    now = [1000.0]
+    now = [START_US / 1e6 + 5.0]  # started a little late: shifted to now
     slept: list[float] = []
 
     def sleep(seconds: float) -> None:
@@ -130,6 +130,22 @@ def test_live_mode_paces_by_the_clock_and_writes_the_same_files(tmp_path: Path) 
     assert tree(tmp_path / "live") == tree(tmp_path / "burst")
     span_s = cfg.queries / cfg.query_rate
     assert span_s * 0.8 < sum(slept) < span_s + 10 * cfg.click_delay_median_s + 5
+
+
+def test_live_mode_waits_for_a_start_in_the_future(tmp_path: Path) -> None:
+    now = [START_US / 1e6 - 30.0]  # the first query is due in 30 s
+    written_at: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    def progress(done: int, _total: int) -> None:
+        written_at.append(now[0])
+
+    cfg = config(seed=9, queries=300, query_rate=100.0)
+    write(simulate(cfg), tmp_path, live=True, sleep=sleep, clock=lambda: now[0], progress=progress)
+    assert written_at[0] >= START_US / 1e6  # nothing before its time
+    assert written_at[0] < START_US / 1e6 + 10
 
 
 def test_existing_logs_are_never_appended_to(tmp_path: Path) -> None:
