@@ -220,7 +220,7 @@ class PipelineSettings(_Section):
     state_root: Path | None = None
     spark_master: str = "local[*]"
     trigger_s: PositiveSeconds = 1.0
-    max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 4 << 20
+    max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
     max_files_per_batch: Annotated[int, Field(ge=1, le=10_000)] = 64
     max_retries_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 5_000
     #: A click another DC prefers waits this long before this DC joins it (0: off).
