@@ -223,6 +223,10 @@ class PipelineSettings(_Section):
     max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
     max_files_per_batch: Annotated[int, Field(ge=1, le=10_000)] = 64
     max_retries_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 5_000
+    #: When many of a batch's fresh queries are not cached yet (the query reader is
+    #: behind), the joiner waits up to this long for them before deferring the
+    #: clicks to the retry store (0: never waits).
+    reader_wait_s: Annotated[float, Field(ge=0, le=60)] = 2.0
     #: A click another DC prefers waits this long before this DC joins it (0: off).
     affinity_grace_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
     adapter: str = "photon.join.adapter:AdClickAdapter"

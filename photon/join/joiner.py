@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,13 @@ from registry.sharding import stable_hash
 
 log = structlog.get_logger(__name__)
 
+#: The query reader counts as behind a batch when at least this many, and this
+#: share, of the batch's fresh queries are not cached yet; the joiner then
+#: asks the cache again every step, up to ``reader_wait_s``.
+_READER_BEHIND_MIN = 50
+_READER_BEHIND_SHARE = 0.25
+_READER_WAIT_STEP_S = 0.25
+
 RETRY_PASS_PREFIX = "retry-"  # noqa: S105 (a batch name prefix, not a secret)
 
 
@@ -80,6 +87,7 @@ class BatchReport:
     from_logs: int = 0
     cache_misses: int = 0
     logs_skipped: int = 0
+    reader_wait_s: float = 0.0
     held: int = 0
     filtered: int = 0
     joined: int = 0
@@ -94,7 +102,7 @@ class BatchReport:
         return {
             k: getattr(self, k)
             for k in self.__slots__
-            if k not in ("objects", "latencies_us", "seconds")
+            if k not in ("objects", "latencies_us", "seconds", "reader_wait_s")
         }
 
 
@@ -109,6 +117,7 @@ class JoinerTotals:
     batches: int = 0
     replays: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    reader_wait_s: float = 0.0
     latencies_us: list[int] = field(default_factory=list)
 
     def add(self, report: BatchReport) -> None:
@@ -117,6 +126,7 @@ class JoinerTotals:
         for key, value in report.counts().items():
             if isinstance(value, int) and not isinstance(value, bool):
                 self.counts[key] = self.counts.get(key, 0) + value
+        self.reader_wait_s += report.reader_wait_s
         self.latencies_us.extend(report.latencies_us)
         if len(self.latencies_us) > 2 * _LATENCY_SAMPLE:
             del self.latencies_us[:-_LATENCY_SAMPLE]
@@ -132,6 +142,7 @@ class JoinerTotals:
             "batches": self.batches,
             "replays": self.replays,
             **self.counts,
+            "reader_wait_s": round(self.reader_wait_s, 2),
             "latency_p50_s": self.percentile_s(0.5),
             "latency_p90_s": self.percentile_s(0.9),
         }
@@ -163,8 +174,10 @@ class Joiner:
         dcs: Sequence[str] = (),
         affinity_grace_s: float = 0.0,
         skip_fresh_logs_s: float = 0.0,
+        reader_wait_s: float = 0.0,
         logmap_refresh_s: float = 1.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if "/" in attempt or not attempt:
             raise ValueError(f"attempt {attempt!r} must be a non-empty name without '/'")
@@ -185,6 +198,10 @@ class Joiner:
         if skip_fresh_logs_s < 0:
             raise ValueError(f"skip_fresh_logs_s must not be negative, not {skip_fresh_logs_s}")
         self.skip_fresh_logs_us = int(skip_fresh_logs_s * 1_000_000)
+        if reader_wait_s < 0:
+            raise ValueError(f"reader_wait_s must not be negative, not {reader_wait_s}")
+        self.reader_wait_s = reader_wait_s
+        self.sleep = sleep
         self.logmap_refresh_s = logmap_refresh_s
         self.clock = clock
         adapter_schema = schema_of(adapter)
@@ -454,14 +471,15 @@ class Joiner:
         if not wanted:
             return {}
         found: dict[str, QueryEvent] = {}
-        for query_id, raw in self.cache.get_many(wanted).items():
-            query = _decode_query(raw, query_id)
-            if query is not None:
-                found[query_id] = query
+        self._from_cache(wanted, found)
+        fresh = self._fresh_on_first_sight(clicks, now)
+        report.reader_wait_s = self._wait_for_reader(fresh, found)
         report.from_cache = len(found)
         missing = [q for q in wanted if q not in found]
         report.cache_misses = len(missing)
-        searched = self._worth_searching(clicks, missing, now)
+        # A fresh query a healthy cache lacks was not read yet: the logs cannot
+        # have it either (the query reader caches every query before it maps it).
+        searched = missing if not self.cache.available else [q for q in missing if q not in fresh]
         report.logs_skipped = len(missing) - len(searched)
         if report.logs_skipped:
             metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped_fresh").inc(report.logs_skipped)
@@ -476,22 +494,47 @@ class Joiner:
                     report.from_logs += 1
         return found
 
-    def _worth_searching(self, clicks: list[_Click], missing: list[str], now: int) -> list[str]:
-        """The cache misses to look for in the logs.
+    def _from_cache(self, query_ids: Iterable[str], found: dict[str, QueryEvent]) -> None:
+        for query_id, raw in self.cache.get_many(query_ids).items():
+            query = _decode_query(raw, query_id)
+            if query is not None:
+                found[query_id] = query
 
-        All of them, unless the cache is up: then a query younger than
-        ``skip_fresh_logs_s`` that a click asks for on first sight was not read
-        yet (the query reader caches every query before it maps it), so the
-        logs cannot have it either; the click's retry searches them.
+    def _fresh_on_first_sight(self, clicks: list[_Click], now: int) -> set[str]:
+        """Queries younger than ``skip_fresh_logs_s`` asked for only on clicks' first sight.
+
+        If the cache lacks one, the query reader has not read it yet: the logs
+        need not be searched, and the click retries (its retry searches them).
         """
-        if not missing or not self.skip_fresh_logs_us or not self.cache.available:
-            return missing
+        if not self.skip_fresh_logs_us:
+            return set()
+        fresh: set[str] = set()
         searched: set[str] = set()
         for click in clicks:
             query_id = click.event.query_id
             if click.from_retry or now - query_id.ts_us >= self.skip_fresh_logs_us:
                 searched.add(str(query_id))
-        return [q for q in missing if q in searched]
+            else:
+                fresh.add(str(query_id))
+        return fresh - searched
+
+    def _wait_for_reader(self, fresh: set[str], found: dict[str, QueryEvent]) -> float:
+        """Wait (at most ``reader_wait_s``) while the query reader is behind this batch.
+
+        When a good share of the batch's fresh queries is not cached yet — a
+        backlog, the two apps starting together, a slow reader — waiting a
+        little and asking the cache again costs less than deferring those
+        clicks to the retry store and reading them all again later.
+        """
+        waited = 0.0
+        while waited < self.reader_wait_s and self.cache.available:
+            lacking = [q for q in fresh if q not in found]
+            if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * len(fresh)):
+                break
+            self.sleep(_READER_WAIT_STEP_S)
+            waited += _READER_WAIT_STEP_S
+            self._from_cache(lacking, found)
+        return waited
 
     def _unjoinable_row(self, click: PendingClick, reason: str, now: int) -> dict[str, Any]:
         event = decode_click(click.raw)
@@ -527,7 +570,13 @@ class Joiner:
             latency.observe(us / 1_000_000)
         self.totals.add(report)
         metrics.RETRIES_PENDING.labels(self.dc).set(self.retries.pending())
-        log.info("joiner.batch", dc=self.dc, seconds=report.seconds, **report.counts())
+        log.info(
+            "joiner.batch",
+            dc=self.dc,
+            seconds=report.seconds,
+            reader_wait_s=report.reader_wait_s,
+            **report.counts(),
+        )
 
 
 def _decode_query(raw: bytes, query_id: str) -> QueryEvent | None:

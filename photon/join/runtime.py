@@ -114,6 +114,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             dcs=settings.dcs,
             affinity_grace_s=settings.pipeline.affinity_grace_s,
             skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
+            reader_wait_s=settings.pipeline.reader_wait_s,
         )
     except BaseException:
         app.close()

@@ -89,6 +89,8 @@ def make_dc(
         dcs: tuple[str, ...] = (),
         affinity_grace_s: float = 0.0,
         skip_fresh_logs_s: float = 0.0,
+        reader_wait_s: float = 0.0,
+        sleep: Callable[[float], None] = lambda _: None,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -122,7 +124,9 @@ def make_dc(
             dcs=dcs,
             affinity_grace_s=affinity_grace_s,
             skip_fresh_logs_s=skip_fresh_logs_s,
+            reader_wait_s=reader_wait_s,
             clock=clock,
+            sleep=sleep,
         )
         return DcParts(dc, reader, joiner, retries)
 

@@ -157,6 +157,29 @@ def test_with_redis_down_queries_come_from_the_logs(
     assert a.joiner.totals.counts.get("logs_skipped", 0) == 0  # no cache: every miss searched
 
 
+def test_a_joiner_ahead_of_its_query_reader_waits_for_it_instead_of_deferring(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    slept: list[float] = []
+    parts: list[DcParts] = []
+
+    def sleep(seconds: float) -> None:  # the query reader catches up meanwhile
+        slept.append(seconds)
+        if len(slept) == 1:
+            read_every_query(parts[0], root)
+
+    parts.append(make_dc("a", root, clock, skip_fresh_logs_s=3600, reader_wait_s=2.0, sleep=sleep))
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    report = parts[0].joiner.process(f"{0:012d}", clicks)
+    assert slept == [0.25] and report.reader_wait_s == 0.25  # one step: then all were cached
+    assert report.joined == len(manifest.expected_joins)
+    assert report.deferred == len(manifest.never_joinable)  # only clicks whose query never comes
+    again = parts[0].joiner.process(f"{1:012d}", [])  # nothing fresh lacking: no wait
+    assert again.reader_wait_s == 0.0 and slept == [0.25]
+
+
 def test_a_fresh_query_the_cache_lacks_is_searched_in_the_logs_on_the_retry(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
