@@ -64,8 +64,8 @@ from registry.sharding import stable_hash
 log = structlog.get_logger(__name__)
 
 #: The query reader counts as behind a batch when at least this many, and this
-#: share, of the batch's fresh queries are not cached yet; the joiner then
-#: asks the cache again every step, up to ``reader_wait_s``.
+#: share, of the queries its new clicks ask for are in neither store; the
+#: joiner then asks the cache again every step, up to ``reader_wait_s``.
 _READER_BEHIND_MIN = 50
 _READER_BEHIND_SHARE = 0.25
 _READER_WAIT_STEP_S = 0.25
@@ -472,11 +472,8 @@ class Joiner:
             return {}
         found: dict[str, QueryEvent] = {}
         self._from_cache(wanted, found)
-        fresh = self._fresh_on_first_sight(clicks, now)
-        report.reader_wait_s = self._wait_for_reader(fresh, found)
-        report.from_cache = len(found)
         missing = [q for q in wanted if q not in found]
-        report.cache_misses = len(missing)
+        fresh = self._fresh_on_first_sight(clicks, now)
         # A fresh query a healthy cache lacks was not read yet: the logs cannot
         # have it either (the query reader caches every query before it maps it).
         searched = missing if not self.cache.available else [q for q in missing if q not in fresh]
@@ -492,6 +489,10 @@ class Joiner:
                 if query is not None:
                     found[query_id] = query
                     report.from_logs += 1
+        first_sight = {str(c.event.query_id) for c in clicks if not c.from_retry}
+        report.reader_wait_s = self._wait_for_reader(first_sight, found)
+        report.from_cache = len(found) - report.from_logs
+        report.cache_misses = len(wanted) - report.from_cache
         return found
 
     def _from_cache(self, query_ids: Iterable[str], found: dict[str, QueryEvent]) -> None:
@@ -518,18 +519,19 @@ class Joiner:
                 fresh.add(str(query_id))
         return fresh - searched
 
-    def _wait_for_reader(self, fresh: set[str], found: dict[str, QueryEvent]) -> float:
+    def _wait_for_reader(self, first_sight: set[str], found: dict[str, QueryEvent]) -> float:
         """Wait (at most ``reader_wait_s``) while the query reader is behind this batch.
 
-        When a good share of the batch's fresh queries is not cached yet — a
-        backlog, the two apps starting together, a slow reader — waiting a
-        little and asking the cache again costs less than deferring those
-        clicks to the retry store and reading them all again later.
+        When a good share of the queries this batch's new clicks ask for is in
+        neither store — a backlog, both apps just started, a slow reader — the
+        reader has not got that far yet: waiting a little and asking the cache
+        again costs less than deferring those clicks to the retry store and
+        reading them all again later.
         """
         waited = 0.0
         while waited < self.reader_wait_s and self.cache.available:
-            lacking = [q for q in fresh if q not in found]
-            if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * len(fresh)):
+            lacking = [q for q in first_sight if q not in found]
+            if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * len(first_sight)):
                 break
             self.sleep(_READER_WAIT_STEP_S)
             waited += _READER_WAIT_STEP_S
