@@ -118,12 +118,13 @@ class ObjectWatcher:
             self._poll()
 
     def _poll(self) -> None:
-        listed_at = time.time_ns() // 1000
         for dc_folder in self.store.folders(self.prefix):
             for attempt_folder in self.store.folders(dc_folder):
                 for series in (f"{attempt_folder}0", f"{attempt_folder}retry-"):
                     after = self._last.get(series, "")
-                    for key in self.store.keys(series, start_after=after):
+                    keys = list(self.store.keys(series, start_after=after))
+                    listed_at = time.time_ns() // 1000  # after the listing: surely visible
+                    for key in keys:
                         self.first_seen_us.setdefault(key, listed_at)
                         self._last[series] = key
 
@@ -169,54 +170,56 @@ def _phase(
     with _environment(defaults | own):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
-        figures = PhaseFigures()
-        finished = threading.Event()
-        writer: threading.Thread | None = None
-        if live:
-
-            def write_live() -> None:
-                # Steady state: the ad servers start once every app is streaming
-                # (Spark start-up is not the join's latency), each line at its time.
-                if not _wait_until_streaming(settings, finished):
-                    return
-                # A process of its own: sharing this one's GIL, the writer fell seconds
-                # behind the clock, and that lag would count as the join's latency.
-                cfg = cfg_for(settings)
-                process = multiprocessing.get_context("spawn").Process(
-                    target=_write_live,
-                    args=(cfg.model_dump_json(), str(settings.logs_root)),
-                    daemon=True,
-                )
-                process.start()
-                process.join()
-                figures.clicks_in = load_manifest(settings.logs_root).clicks
-
-            writer = threading.Thread(target=write_live, daemon=True)
-            writer.start()
-        else:
-            sim = simulate(cfg_for(settings))
-            figures.clicks_in = sim.clicks
-            write(sim, settings.logs_root)
-        started = time.monotonic()
         store = ObjectStore.from_settings(settings)
-        with ObjectWatcher(store) as watcher:
-            try:
-                children = run_pipelines(settings, settings.dcs, until_idle_s=until_idle_s)
-            finally:
-                finished.set()
-        figures.seconds = time.monotonic() - started
-        if writer is not None:
-            writer.join()
-        figures.apps = [{"app": c.app, "dc": c.dc, **app_summary(c)} for c in children]
-        for key, seen_us in watcher.first_seen_us.items():
-            data = store.get(key)
-            rows = decode(data) if data is not None else []
-            figures.joined += len(rows)
-            figures.joined_at_us += [r["joined_at_us"] for r in rows]
-            figures.latencies_s += [
-                (r["click_ts_us"], (seen_us - r["click_ts_us"]) / 1e6) for r in rows
-            ]
-        _clean_up(settings, store)
+        try:
+            figures = PhaseFigures()
+            finished = threading.Event()
+            writer: threading.Thread | None = None
+            if live:
+
+                def write_live() -> None:
+                    # Steady state: the ad servers start once every app is streaming
+                    # (Spark start-up is not the join's latency), each line at its time.
+                    if not _wait_until_streaming(settings, finished):
+                        return
+                    # A process of its own: sharing this one's GIL, the writer fell seconds
+                    # behind the clock, and that lag would count as the join's latency.
+                    cfg = cfg_for(settings)
+                    process = multiprocessing.get_context("spawn").Process(
+                        target=_write_live,
+                        args=(cfg.model_dump_json(), str(settings.logs_root)),
+                        daemon=True,
+                    )
+                    process.start()
+                    process.join()
+                    figures.clicks_in = load_manifest(settings.logs_root).clicks
+
+                writer = threading.Thread(target=write_live, daemon=True)
+                writer.start()
+            else:
+                sim = simulate(cfg_for(settings))
+                figures.clicks_in = sim.clicks
+                write(sim, settings.logs_root)
+            started = time.monotonic()
+            with ObjectWatcher(store) as watcher:
+                try:
+                    children = run_pipelines(settings, settings.dcs, until_idle_s=until_idle_s)
+                finally:
+                    finished.set()
+            figures.seconds = time.monotonic() - started
+            if writer is not None:
+                writer.join()
+            figures.apps = [{"app": c.app, "dc": c.dc, **app_summary(c)} for c in children]
+            for key, seen_us in watcher.first_seen_us.items():
+                data = store.get(key)
+                rows = decode(data) if data is not None else []
+                figures.joined += len(rows)
+                figures.joined_at_us += [r["joined_at_us"] for r in rows]
+                figures.latencies_s += [
+                    (r["click_ts_us"], (seen_us - r["click_ts_us"]) / 1e6) for r in rows
+                ]
+        finally:
+            _clean_up(settings, store)
     return figures
 
 

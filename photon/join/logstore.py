@@ -3,7 +3,7 @@
 For each id: take the map's entries of the id's process in ``[ts - W, ts]``,
 read at most M bytes (plus the rest of the line that straddles M) from each,
 and return the complete line whose ``query_id`` is the id. Reads of one batch
-are grouped by (file, offset), so ids that share a stretch of log read it once.
+are merged per file, so ids whose stretches overlap read them once.
 
 How it fails: an id with no candidate entry, or not in any candidate stretch,
 is "not found" (the joiner retries it later). A map entry naming a file that

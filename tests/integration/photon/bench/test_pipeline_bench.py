@@ -1,0 +1,37 @@
+"""The pipeline benchmark's S3 watcher: every joined object seen, each at its first listing."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from photon.bench.pipeline import ObjectWatcher
+from photon.stack.manager import LocalStack
+from photon.stack.s3 import s3_client
+from photon.storage import ObjectStore
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_watcher_sees_every_object_of_both_series_once(local_stack: LocalStack) -> None:
+    settings = local_stack.settings
+    client = s3_client(settings.s3_endpoint_url, settings.s3)
+    bucket = f"photon-w-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    store = ObjectStore(client, bucket)
+    written: dict[str, int] = {}
+    with ObjectWatcher(store, period_s=0.05) as watcher:
+        for n in range(6):
+            for key in (
+                f"joined/dc=a/a-1/{n:012d}.parquet",
+                f"joined/dc=b/b-1/retry-{n:012d}.parquet",
+            ):
+                store.put(key, b"x")
+                written[key] = time.time_ns() // 1000
+            time.sleep(0.15)
+        store.put("joined/dc=a/a-1/unforeseen.parquet", b"x")  # outside both series
+    assert set(watcher.first_seen_us) == {*written, "joined/dc=a/a-1/unforeseen.parquet"}
+    for key, put_us in written.items():  # seen after the write began, within a few polls
+        assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
