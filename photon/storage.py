@@ -104,32 +104,30 @@ class ObjectStore:
 
     def keys(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
         """Every key under ``prefix`` (after ``start_after``, if given), in key order."""
-        token: str | None = None
-        while True:
-            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-            if start_after:
-                args["StartAfter"] = start_after
-            if token:
-                args["ContinuationToken"] = token
-            page = self._call(self._s3.list_objects_v2, **args)
+        extra = {"StartAfter": start_after} if start_after else {}
+        for page in self._listing(prefix, **extra):
             for item in page.get("Contents", []):
                 yield item["Key"]
-            if not page.get("IsTruncated"):
-                return
-            token = page.get("NextContinuationToken")
 
     def folders(self, prefix: str) -> list[str]:
         """The "folders" right under ``prefix`` (common prefixes up to the next ``/``)."""
-        found: list[str] = []
+        return [
+            p["Prefix"]
+            for page in self._listing(prefix, Delimiter="/")
+            for p in page.get("CommonPrefixes", [])
+        ]
+
+    def _listing(self, prefix: str, **extra: str) -> Iterator[dict[str, Any]]:
+        """The pages of a ``list_objects_v2`` of ``prefix``, following continuation tokens."""
         token: str | None = None
         while True:
-            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
+            args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, **extra}
             if token:
                 args["ContinuationToken"] = token
-            page = self._call(self._s3.list_objects_v2, **args)
-            found += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            page: dict[str, Any] = self._call(self._s3.list_objects_v2, **args)
+            yield page
             if not page.get("IsTruncated"):
-                return found
+                return
             token = page.get("NextContinuationToken")
 
     def delete(self, keys: list[str]) -> None:

@@ -28,26 +28,19 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
     ReadMaxFiles,
 )
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from photon.logs.reader import GrowingLogReader
 
 NAME = "photon_growing_log"
 
-SCHEMA = StructType(
-    [
-        StructField("file", StringType(), False),
-        StructField("offset", LongType(), False),
-        StructField("raw", BinaryType(), False),
-        StructField("lost_bytes", LongType(), False),
-    ]
-)
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -57,6 +50,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("lost_bytes", pa.int64(), False),
     ]
 )
+SCHEMA = from_arrow_schema(ARROW_SCHEMA)
 
 
 @dataclass
@@ -153,7 +147,7 @@ class GrowingLogStreamReader(DataSourceStreamReader):
             if stop == first:
                 continue
             length = max(0, stop - first)
-            if not groups or (size + length > PARTITION_BYTES and groups[-1].ranges):
+            if not groups or size + length > PARTITION_BYTES:
                 groups.append(FileRanges([]))
                 size = 0
             groups[-1].ranges.append(FileRange(self.directory, name, first, stop))
