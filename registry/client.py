@@ -24,6 +24,8 @@ How it fails, and what it does then:
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 import threading
 import time
 from collections import defaultdict
@@ -67,6 +69,8 @@ MAX_TOKEN_BYTES = 255
 MAX_REQUEST_BYTES = 512 * 1024
 _OP_OVERHEAD_BYTES = 64  # per create: header, ACL, flags
 _LIST_BUCKET_FROM = 8  # look up by listing a bucket when this many ids share it
+
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 _TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
 
@@ -183,6 +187,7 @@ class IdRegistry:
         self.state = KazooState.CONNECTED
         #: What :meth:`register` sent since connecting: calls, ids, multi transactions.
         self.counters = RegisterCounters()
+        self._member: tuple[str, dict[str, Any]] | None = None
 
     # -- connecting -----------------------------------------------------------
 
@@ -256,9 +261,15 @@ class IdRegistry:
         return Layout(self.root, self.sharding().bucket_us)
 
     def _on_state(self, state: str) -> None:
-        # Runs on kazoo's event thread: record and log only, never block.
+        # Runs on kazoo's event thread: record, log and send async calls only, never block.
+        lost = self.state == KazooState.LOST
         self.state = state
         log.info("registry.connection", state=state)
+        if lost and state == KazooState.CONNECTED and self._member is not None:
+            # A new session: the ephemeral member node went with the old one.
+            self._zk.create_async(
+                self._member_path(self._member[0]), self._member_data(), ephemeral=True
+            )
 
     def _bootstrap(self, default_shards: int, bucket_us: int) -> None:
         initial = ShardingConfig.initial(default_shards, bucket_us)
@@ -282,6 +293,8 @@ class IdRegistry:
         with self._lock:
             self._config = config
         log.info("registry.config", version=stat.version, epochs=len(config.epochs))
+        if self._member is not None:  # tell operators this client now uses the new version
+            self._zk.set_async(self._member_path(self._member[0]), self._member_data())
 
     def _ensure_shard(self, shard: int) -> None:
         layout = Layout(self.root, self.sharding().bucket_us)
@@ -683,6 +696,78 @@ class IdRegistry:
     def _node(self, raw_id: str | EventId) -> str:
         event_id = raw_id if isinstance(raw_id, EventId) else EventId.parse(raw_id)
         return self.layout.node(self.shard_of(event_id), event_id)
+
+    def registered(self, start_us: int, end_us: int) -> dict[str, str]:
+        """Every id registered with a timestamp in ``[start_us, end_us)``, with its token.
+
+        Reads the buckets that overlap the window in every shard (an id's shard
+        depends on its epoch); for verification and recovery, not the hot path.
+        """
+        if end_us <= start_us:
+            return {}
+        layout = self.layout
+        buckets: list[str] = []
+        for shard in range(self.sharding().max_shards):
+            for hour_name in self._children(layout.shard(shard)):
+                hour = int(hour_name)
+                if (hour + 1) * HOUR_US <= start_us or hour * HOUR_US >= end_us:
+                    continue
+                hour_path = layout.hour(shard, hour)
+                for bucket_name in self._children(hour_path):
+                    bucket = int(bucket_name)
+                    if layout.bucket_end_us(bucket) > start_us and bucket * layout.bucket_us < end_us:
+                        buckets.append(f"{hour_path}/{bucket_name}")
+        found: dict[str, str] = {}
+        for bucket in buckets:
+            names = [
+                n for n in self._children(bucket) if start_us <= EventId.parse(n).ts_us < end_us
+            ]
+
+            def read(names: list[str] = names, bucket: str = bucket) -> dict[str, str]:
+                pending = {n: self._zk.get_async(f"{bucket}/{n}") for n in names}
+                tokens = {n: self._get(p, default=None) for n, p in pending.items()}
+                return {n: bytes(t[0]).decode("utf-8") for n, t in tokens.items() if t is not None}
+
+            found.update(self._reconnecting(read))
+        return found
+
+    # -- members: the clients that announce themselves -------------------------------
+
+    def announce(self, name: str, info: dict[str, Any]) -> None:
+        """Keep an ephemeral ``members/<name>`` node saying this client's config version.
+
+        Pipelines announce themselves so an operator (the resharding rollout)
+        can confirm that every running one uses a new sharding config: the node
+        is rewritten on every config change and goes away with the session.
+        """
+        if not _MEMBER_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a member name (letters, digits, '.', '_', '-')")
+        self._member = (name, dict(info))
+        self._call(self._zk.ensure_path, f"{self.root}/members")
+        path = self._member_path(name)
+        try:
+            self._call(self._zk.create, path, self._member_data(), ephemeral=True)
+        except NodeExistsError:  # our own node from before a reconnect, or a stale session's
+            self._call(self._zk.set, path, self._member_data())
+
+    def members(self) -> dict[str, dict[str, Any]]:
+        """The announced clients that are connected now, with what they said."""
+        members: dict[str, dict[str, Any]] = {}
+        for name in self._children(f"{self.root}/members"):
+            try:
+                data, _ = self._call(self._zk.get, self._member_path(name))
+            except NoNodeError:
+                continue  # its session ended since the listing
+            members[name] = json.loads(data)
+        return members
+
+    def _member_path(self, name: str) -> str:
+        return f"{self.root}/members/{name}"
+
+    def _member_data(self) -> bytes:
+        assert self._member is not None
+        version = self._config.version if self._config is not None else -1
+        return json.dumps({**self._member[1], "config_version": version}).encode()
 
     # -- stats ----------------------------------------------------------------
 

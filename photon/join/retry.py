@@ -133,6 +133,25 @@ class RetryStore:
                 held += 1
         return held
 
+    def inject(self, clicks: Iterable[PendingClick], due_us: int) -> int:
+        """Put clicks back for the joiner (recovery), due at ``due_us``, attempts from 0.
+
+        A click already waiting keeps its row and becomes due no later than ``due_us``.
+        """
+        injected = 0
+        with self._transaction():
+            for click in clicks:
+                self._db.execute(
+                    "INSERT INTO retries VALUES (?, ?, ?, ?, ?, 0, ?) ON CONFLICT (click_id) "
+                    "DO UPDATE SET due_us = min(due_us, excluded.due_us)",
+                    (click.click_id, click.raw, click.file, click.offset, click.first_seen_us, due_us),
+                )
+                injected += 1
+        return injected
+
+    def click_ids(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT click_id FROM retries").fetchall()]
+
     def due(self, now_us: int, limit: int) -> list[PendingClick]:
         """Up to ``limit`` clicks due at ``now_us``, the longest-waiting first."""
         rows = self._db.execute(

@@ -1,0 +1,38 @@
+"""photon_recover: on-call's repair of ids registered but missing from the output."""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG
+
+from dags._common import DEFAULT_ARGS, START, params_of
+from photon.ops.params import RecoverParams
+from plugins.operators.photon import RecoverOperator
+
+with DAG(
+    dag_id="photon_recover",
+    description="On-call: re-inject clicks registered by a dead attempt but never written",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args={**DEFAULT_ARGS, "retries": 0},
+    tags=["photon", "recovery", "on-call"],
+    params=params_of(RecoverParams),
+    doc_md="""
+### Recovery (on-call)
+
+Run this when `photon_verify` reports **lost** ids (registered in the
+IdRegistry, in no output). For the clicks of the window it finds those ids
+and, for each whose attempt is dead (its DC runs another attempt now, or the
+batch that registered it ended without writing it), deletes the id from the
+registry *only while it still holds that attempt's token* and puts the
+click back into the DC's joiner (its retry store), which joins it again.
+Ids whose batch is still open are left: the batch's replay writes them.
+
+Start with `dry_run` on (the default): the log lists what would be done.
+Then run again with `dry_run` off, and trigger `photon_verify` for the same
+window to confirm: 100% complete, 0 duplicates. `dc` sends every click to
+one DC's joiner (e.g. when the DC that registered it is down).
+""",
+) as dag:
+    RecoverOperator(task_id="recover")

@@ -1,0 +1,67 @@
+"""photon_verify: completeness and Great Expectations over the joined output (a Spark job)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import DAG
+
+from dags._common import DEFAULT_ARGS, START, params_of
+from photon.ops.params import VerifyParams
+from plugins.operators.photon import ReportOperator, ValidateParamsOperator
+from plugins.operators.spark import PhotonSparkSubmitOperator
+
+PARAMS = "validate_params"
+XCOM = f"ti.xcom_pull(task_ids='{PARAMS}')"
+
+with DAG(
+    dag_id="photon_verify",
+    description="Verify the joined output: complete, unique across DCs, consistent (GX suite)",
+    schedule=timedelta(hours=1),
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args={**DEFAULT_ARGS, "retries": 0},
+    tags=["photon", "verification", "great-expectations", "spark"],
+    params=params_of(VerifyParams),
+    doc_md="""
+### Verification
+
+For the clicks whose event time lies in the window (default: the hour
+ending `settle_s` ago), a Spark batch job compares every DC's input click
+logs with the joined output of every DC, the unjoinable and too-old
+outputs, the joiners' retry stores and the registry, and runs a Great
+Expectations suite over the joined rows: `click_id` unique across all DCs,
+required fields not null, `query_id` well formed and equal to the input's,
+latency within `latency_bound_s`.
+
+The run **fails** when an expectation fails or a click is missing or lost;
+the report (JSON + HTML) is in the object store under
+`reports/verify/<run>/`. Ids registered but in no output (*lost*) are what
+`photon_recover` repairs. Tokens of ids confirmed in the output are cleared.
+""",
+) as dag:
+    validated = ValidateParamsOperator(task_id=PARAMS, model="VerifyParams")
+    verify = PhotonSparkSubmitOperator(
+        task_id="verify",
+        job="verify_output",
+        name="photon-verify",
+        application_args=[
+            "--start",
+            f"{{{{ {XCOM}['start'] }}}}",
+            "--end",
+            f"{{{{ {XCOM}['end'] }}}}",
+            "--run",
+            f"{{{{ {XCOM}['run'] }}}}",
+            "--latency-bound-s",
+            f"{{{{ {XCOM}['latency_bound_s'] }}}}",
+            f"{{{{ '--clear-tokens' if {XCOM}['clear_tokens'] else '--no-clear-tokens' }}}}",
+        ],
+    )
+    report = ReportOperator(
+        task_id="report",
+        key=f"reports/verify/{{{{ {XCOM}['run'] }}}}/report.json",
+        fail_unless_passed=True,
+        trigger_rule="all_done",
+    )
+    validated >> verify >> report

@@ -1,0 +1,414 @@
+"""Verification of the joined output: completeness and a Great Expectations suite.
+
+For an event-time window of clicks (by the timestamp in ``click_id``):
+
+* **completeness**: the clicks in every DC's input logs (decoded as the
+  joiner decodes them; duplicates of a line count once) against the joined
+  output of every DC, the unjoinable and too-old outputs, the clicks still
+  waiting in the joiners' retry stores, and the registry. ``missing`` is a
+  click in no output and not waiting; ``lost`` is an id registered with a
+  token but in no output (what :mod:`photon.ops.recover` repairs);
+* **expectations** (GX Core 1.x, run from here over a pandas frame of the
+  joined rows in the window): ``click_id`` unique across all DCs; the
+  required fields not null; ``query_id`` a well-formed id and the same as
+  the click's in the input; latency (``joined_at_us`` minus the click's time)
+  within the bound.
+
+The run passes when every expectation holds and nothing is missing or lost.
+The report (JSON and a standalone HTML page) is written to the object store
+under ``reports/verify/<run>/``. Tokens of ids confirmed in the output can
+then be cleared in the registry (:func:`clear_confirmed_tokens`).
+
+How it fails: unreadable output objects raise (the run fails, nothing is
+cleared); GX problems raise; a failed expectation is a result, not an error:
+the caller fails the run after the report is written.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
+from photon.join.output import decode
+from photon.join.retry import RetryStore
+from photon.logs.reader import GrowingLogReader
+from photon.ops.params import Window
+from photon.settings import PhotonSettings
+from photon.storage import ObjectStore
+from registry import EventId, IdRegistry
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ID_PATTERN = r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}:\d+:\d+$"
+REQUIRED = ("click_id", "query_id", "dc", "joined_at_us")
+_SLICE_BYTES = 8 << 20
+
+
+def _ts_us(event_id: str) -> int:
+    return int(event_id.rsplit(":", 1)[1])
+
+
+def in_window(event_id: str, window: Window) -> bool:
+    return window.start_us <= _ts_us(event_id) < window.end_us
+
+
+# -- inputs ---------------------------------------------------------------------------
+
+
+def clicks_in_file(path: Path, start_us: int, end_us: int) -> Iterator[tuple[str, str]]:
+    """(click_id, query_id) of each decodable click line of one log file in the window."""
+    reader = GrowingLogReader(path.parent, pattern=path.name)
+    offsets: dict[str, int] = {}
+    while True:
+        read = reader.read(offsets, max_bytes=_SLICE_BYTES)
+        if not read.lines:
+            return
+        for line in read.lines:
+            event = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
+            if isinstance(event, QuarantineRecord) or not isinstance(event, ClickEvent):
+                continue
+            if start_us <= event.click_id.ts_us < end_us:
+                yield str(event.click_id), str(event.query_id)
+        offsets = read.offsets
+
+
+def click_files(settings: PhotonSettings) -> list[Path]:
+    files: list[Path] = []
+    for dc in settings.dcs:
+        directory = settings.dc_logs(dc) / Stream.CLICKS.value
+        files += [directory / name for name in GrowingLogReader(directory).files()]
+    return files
+
+
+def input_clicks(files: Iterable[Path], window: Window) -> dict[str, str]:
+    """Every DC's clicks in the window, once each: click_id -> query_id (plain Python)."""
+    clicks: dict[str, str] = {}
+    for path in files:
+        clicks.update(clicks_in_file(path, window.start_us, window.end_us))
+    return clicks
+
+
+# -- outputs --------------------------------------------------------------------------
+
+
+@dataclass
+class Outputs:
+    joined: list[dict[str, Any]]  # rows of clicks in the window, every DC
+    unjoinable: set[str]
+    too_old: set[str]
+
+
+def read_outputs(store: ObjectStore, window: Window) -> Outputs:
+    def ids_under(prefix: str) -> set[str]:
+        return {r["click_id"] for r in rows_under(store, prefix) if in_window(r["click_id"], window)}
+
+    joined = [r for r in rows_under(store, "joined/") if in_window(r["click_id"], window)]
+    return Outputs(joined, ids_under("unjoinable/"), ids_under("too_old/"))
+
+
+def rows_under(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for key in store.keys(prefix):
+        data = store.get(key)
+        if data is not None:
+            rows += decode(data)
+    return rows
+
+
+def pending_retries(settings: PhotonSettings) -> set[str]:
+    """Click ids waiting in any DC's retry store on this machine (local state)."""
+    from photon.join.runtime import JOINER
+
+    pending: set[str] = set()
+    for dc in settings.dcs:
+        path = settings.pipeline_dir(dc, JOINER) / "retry.sqlite"
+        if path.exists():
+            retries = RetryStore(path, settings.retry)
+            try:
+                pending |= set(retries.click_ids())
+            finally:
+                retries.close()
+    return pending
+
+
+# -- completeness ---------------------------------------------------------------------
+
+
+@dataclass
+class Completeness:
+    input_clicks: int
+    joined: int
+    output_rows: int
+    duplicates: int
+    unjoinable: int
+    too_old: int
+    pending: int
+    missing: int
+    lost: int
+    unexpected: int
+    wrong_query: int
+    registered: int
+    complete_pct: float
+    missing_sample: list[str] = field(default_factory=list)
+    lost_sample: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.missing == 0 and self.lost == 0 and self.pending == 0
+
+
+def completeness(
+    inputs: dict[str, str],
+    outputs: Outputs,
+    registered: dict[str, str],
+    pending: set[str],
+    sample: int = 20,
+) -> Completeness:
+    counts = Counter(r["click_id"] for r in outputs.joined)
+    joined = set(counts)
+    settled = joined | outputs.unjoinable | outputs.too_old
+    missing = sorted(set(inputs) - settled - pending)
+    lost = sorted(set(registered) - joined - outputs.unjoinable - outputs.too_old)
+    joinable = set(inputs) - outputs.unjoinable - outputs.too_old
+    done = len(joinable & joined)
+    return Completeness(
+        input_clicks=len(inputs),
+        joined=len(joined),
+        output_rows=len(outputs.joined),
+        duplicates=sum(n - 1 for n in counts.values() if n > 1),
+        unjoinable=len(outputs.unjoinable),
+        too_old=len(outputs.too_old),
+        pending=len(pending & set(inputs)),
+        missing=len(missing),
+        lost=len(lost),
+        unexpected=len(joined - set(inputs)),
+        wrong_query=sum(
+            1 for r in outputs.joined if inputs.get(r["click_id"], r["query_id"]) != r["query_id"]
+        ),
+        registered=len(registered),
+        complete_pct=100.0 if not joinable else round(100.0 * done / len(joinable), 4),
+        missing_sample=missing[:sample],
+        lost_sample=lost[:sample],
+    )
+
+
+# -- the Great Expectations suite -----------------------------------------------------
+
+
+@dataclass
+class ExpectationOutcome:
+    expectation: str
+    column: str
+    success: bool
+    element_count: int
+    unexpected_count: int
+    unexpected_sample: list[str]
+
+
+def joined_frame(
+    rows: list[dict[str, Any]], inputs: dict[str, str]
+) -> pd.DataFrame:
+    """The joined rows with what the suite checks: latency and the input's query id."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=[*REQUIRED, *sorted({k for r in rows for k in r} - set(REQUIRED))])
+    click_ts = frame["click_id"].map(lambda c: _ts_us(c) if isinstance(c, str) else None)
+    frame["latency_s"] = (frame["joined_at_us"] - click_ts) / 1e6
+    frame["query_id_matches_input"] = [
+        c not in inputs or inputs[c] == q
+        for c, q in zip(frame["click_id"], frame["query_id"], strict=True)
+    ]
+    return frame
+
+
+def run_expectations(
+    frame: pd.DataFrame, *, latency_bound_s: float, max_clock_skew_s: float
+) -> list[ExpectationOutcome]:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch_definition = (
+        context.data_sources.add_pandas("photon")
+        .add_dataframe_asset("joined")
+        .add_batch_definition_whole_dataframe("window")
+    )
+    suite = gx.ExpectationSuite(name="photon_joined_output")
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeUnique(column="click_id"))
+    for column in REQUIRED:
+        suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column=column))
+    suite.add_expectation(
+        gx.expectations.ExpectColumnValuesToMatchRegex(column="query_id", regex=ID_PATTERN)
+    )
+    suite.add_expectation(
+        gx.expectations.ExpectColumnValuesToBeInSet(
+            column="query_id_matches_input", value_set=[True]
+        )
+    )
+    suite.add_expectation(
+        gx.expectations.ExpectColumnValuesToBeBetween(
+            column="latency_s", min_value=-max_clock_skew_s, max_value=latency_bound_s
+        )
+    )
+    suite = context.suites.add(suite)
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
+    result = batch.validate(suite)
+    outcomes = []
+    for item in result.results:
+        details = item.result or {}
+        outcomes.append(
+            ExpectationOutcome(
+                expectation=str(item.expectation_config.type),
+                column=str(item.expectation_config.kwargs.get("column", "")),
+                success=bool(item.success),
+                element_count=int(details.get("element_count") or 0),
+                unexpected_count=int(details.get("unexpected_count") or 0),
+                unexpected_sample=[str(v) for v in (details.get("partial_unexpected_list") or [])][
+                    :10
+                ],
+            )
+        )
+    return outcomes
+
+
+# -- the report -----------------------------------------------------------------------
+
+
+@dataclass
+class VerifyReport:
+    run: str
+    window_start: str
+    window_end: str
+    completeness: Completeness
+    expectations: list[ExpectationOutcome]
+    tokens_cleared: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.completeness.complete and all(e.success for e in self.expectations)
+
+    @property
+    def failures(self) -> list[str]:
+        failed = [
+            f"{e.expectation}({e.column}): {e.unexpected_count} unexpected"
+            for e in self.expectations
+            if not e.success
+        ]
+        c = self.completeness
+        failed += [f"{n} {what}" for n, what in ((c.missing, "missing"), (c.lost, "lost"), (c.pending, "pending")) if n]
+        return failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "window_start": self.window_start,
+            "window_end": self.window_end,
+            "passed": self.passed,
+            "failures": self.failures,
+            "completeness": {**asdict(self.completeness), "complete": self.completeness.complete},
+            "expectations": [asdict(e) for e in self.expectations],
+            "tokens_cleared": self.tokens_cleared,
+        }
+
+
+def report_keys(run: str) -> tuple[str, str]:
+    base = f"reports/verify/{run}/"
+    return base + "report.json", base + "report.html"
+
+
+def render_html(report: VerifyReport) -> str:
+    data = report.to_dict()
+    verdict = "PASSED" if report.passed else "FAILED"
+    colour = "#1a7f37" if report.passed else "#cf222e"
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+        for k, v in data["completeness"].items()
+    )
+    expectations = "".join(
+        "<tr><td>{}</td><td>{}</td><td style='color:{}'>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>".format(
+            html.escape(e.expectation),
+            html.escape(e.column),
+            "#1a7f37" if e.success else "#cf222e",
+            "ok" if e.success else "FAILED",
+            e.element_count,
+            e.unexpected_count,
+            html.escape(", ".join(e.unexpected_sample)),
+        )
+        for e in report.expectations
+    )
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>Photon verification {html.escape(report.run)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}</style></head>
+<body><h1>Photon verification: <span style="color:{colour}">{verdict}</span></h1>
+<p>Run {html.escape(report.run)}; clicks with event time in
+[{html.escape(report.window_start)}, {html.escape(report.window_end)}).
+Tokens cleared: {report.tokens_cleared}.</p>
+<p>{html.escape("; ".join(report.failures) or "no failures")}</p>
+<h2>Completeness</h2><table>{rows}</table>
+<h2>Expectations (Great Expectations)</h2>
+<table><tr><th>expectation</th><th>column</th><th>result</th><th>rows</th><th>unexpected</th>
+<th>sample</th></tr>{expectations}</table></body></html>
+"""
+
+
+def write_report(store: ObjectStore, report: VerifyReport) -> tuple[str, str]:
+    json_key, html_key = report_keys(report.run)
+    store.put(json_key, json.dumps(report.to_dict(), indent=2).encode())
+    store.put(html_key, render_html(report).encode())
+    return json_key, html_key
+
+
+def read_report(store: ObjectStore, run: str) -> dict[str, Any] | None:
+    data = store.get(report_keys(run)[0])
+    return None if data is None else dict(json.loads(data))
+
+
+def clear_confirmed_tokens(
+    registry: IdRegistry, joined: Iterable[dict[str, Any]], registered: dict[str, str]
+) -> int:
+    """Clear the tokens of ids in the output that still hold one."""
+    confirmed = sorted({r["click_id"] for r in joined} & {i for i, t in registered.items() if t})
+    return registry.clear_tokens(EventId.parse(i) for i in confirmed) if confirmed else 0
+
+
+def verify(
+    settings: PhotonSettings,
+    store: ObjectStore,
+    registry: IdRegistry,
+    window: Window,
+    *,
+    run: str,
+    latency_bound_s: float,
+    clear_tokens: bool,
+    inputs: dict[str, str] | None = None,
+) -> VerifyReport:
+    """The whole check in plain Python; the Spark job passes ``inputs`` it computed."""
+    registered = registry.registered(window.start_us, window.end_us)
+    pending = pending_retries(settings)
+    outputs = read_outputs(store, window)
+    if inputs is None:
+        inputs = input_clicks(click_files(settings), window)
+    result = completeness(inputs, outputs, registered, pending)
+    outcomes = run_expectations(
+        joined_frame(outputs.joined, inputs),
+        latency_bound_s=latency_bound_s,
+        max_clock_skew_s=settings.shards.max_clock_skew_s,
+    )
+    report = VerifyReport(
+        run, window.start.isoformat(), window.end.isoformat(), result, outcomes
+    )
+    if clear_tokens and all(e.success for e in outcomes):
+        report.tokens_cleared = clear_confirmed_tokens(registry, outputs.joined, registered)
+    write_report(store, report)
+    return report

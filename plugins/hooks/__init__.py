@@ -1,0 +1,1 @@
+"""Hooks: the registry (ZooKeeper), the object store (S3) and Photon's settings."""

@@ -1,0 +1,1 @@
+"""Thin operators over :mod:`photon.ops`; each validates its params before any change."""

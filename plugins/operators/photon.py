@@ -1,0 +1,179 @@
+"""Operators of the operations DAGs. Each is thin: validate, call :mod:`photon.ops`, report.
+
+Params are validated twice: by the trigger form (JSON schema from
+:mod:`photon.ops.params`) and here, with the checks that need the settings or
+the clock; an invalid value raises before anything is changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from plugins.hooks.settings import OBJECT_STORE_CONN_ID, REGISTRY_CONN_ID
+
+
+class _PhotonOperator(BaseOperator):
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        registry_conn_id: str = REGISTRY_CONN_ID,
+        object_store_conn_id: str = OBJECT_STORE_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.registry_conn_id = registry_conn_id
+        self.object_store_conn_id = object_store_conn_id
+
+    def _registry(self) -> Any:
+        from plugins.hooks.registry import PhotonRegistryHook
+
+        return PhotonRegistryHook(self.registry_conn_id).get_conn()
+
+    def _settings(self) -> Any:
+        from plugins.hooks.settings import task_settings
+
+        return task_settings(self.registry_conn_id, self.object_store_conn_id)
+
+    def _log_table(self, title: str, data: Any) -> None:
+        self.log.info("%s:\n%s", title, json.dumps(data, indent=2, default=str))
+
+
+class GcBoundaryOperator(_PhotonOperator):
+    """Advance every shard's GC boundary to now - retention (never back) and collect."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from photon.ops.gc import advance_and_collect
+        from photon.ops.params import GcParams
+
+        params = GcParams.parse(dict(context["params"]))
+        settings = self._settings()
+        with self._registry() as registry:
+            run = advance_and_collect(registry, settings.retention, dry_run=params.dry_run)
+        result = run.to_dict()
+        self._log_table("GC per shard", result)
+        return result
+
+
+class ReshardOperator(_PhotonOperator):
+    """Validate the request and append the epoch at now + skew (unless a dry run)."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from photon.ops import reshard
+        from photon.ops.params import ReshardParams
+
+        params = ReshardParams.parse(dict(context["params"]))
+        settings = self._settings()
+        params.check(settings.shards.max_clock_skew_s)  # before connecting: nothing changes
+        with self._registry() as registry:
+            plan = reshard.plan(registry, params, settings.shards.max_clock_skew_s)
+            self._log_table("resharding plan", plan.to_dict())
+            if plan.dry_run:
+                return {"dry_run": True, **plan.to_dict(), "start_us": 0, "config_version": -1}
+            applied = reshard.apply(registry, plan)
+        self._log_table("epoch appended", applied.to_dict())
+        return {"dry_run": False, **plan.to_dict(), **applied.to_dict()}
+
+
+class RecoverOperator(_PhotonOperator):
+    """Find lost ids of a window; re-inject the dead ones (unless a dry run)."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from photon.ops.params import RecoverParams
+        from photon.ops.recover import recover
+        from photon.storage import ObjectStore
+
+        params = RecoverParams.parse(dict(context["params"]))
+        settings = self._settings()
+        params.check_dc(settings.dcs)
+        window = params.window()
+        with self._registry() as registry:
+            report = recover(
+                settings,
+                ObjectStore.from_settings(settings),
+                registry,
+                window,
+                dc=params.dc,
+                dry_run=params.dry_run,
+            )
+        result = report.to_dict()
+        self._log_table("recovery", {k: v for k, v in result.items() if k != "actions"})
+        for action in result["actions"][:200]:
+            self.log.info("%s", action)
+        return result
+
+
+class ValidateParamsOperator(BaseOperator):
+    """Validate a run's params with their model; return them (XCom) for the next tasks.
+
+    For a model with a window, the window is fixed here (``start``/``end``), so
+    every later task of the run sees the same one; ``run`` names the run's reports.
+    """
+
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, model: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from photon.ops import params as models
+
+        model = getattr(models, self.model)
+        params = model.parse(dict(context["params"]))
+        run_id = str(context["run_id"])
+        result: dict[str, Any] = {
+            **params.model_dump(),
+            "run": "".join(c if c.isalnum() or c in "._-+" else "_" for c in run_id),
+        }
+        if hasattr(params, "window"):
+            window = params.window()
+            result |= {"start": window.start.isoformat(), "end": window.end.isoformat()}
+        self.log.info("params: %s", result)
+        return result
+
+
+class ReportOperator(_PhotonOperator):
+    """Read a batch job's JSON report from the object store, log it, return it (XCom)."""
+
+    template_fields: Sequence[str] = ("key",)
+
+    def __init__(self, *, key: str, fail_unless_passed: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key = key
+        self.fail_unless_passed = fail_unless_passed
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from plugins.hooks.object_store import PhotonObjectStoreHook
+
+        data = PhotonObjectStoreHook(self.object_store_conn_id).get_conn().get(self.key)
+        if data is None:
+            raise FileNotFoundError(f"no report at {self.key} in the object store")
+        report: dict[str, Any] = json.loads(data)
+        self._log_table(f"report {self.key}", report)
+        if self.fail_unless_passed and not report.get("passed", False):
+            raise RuntimeError(
+                f"verification failed: {'; '.join(report.get('failures', [])) or 'see the report'}"
+            )
+        return report
+
+
+class SummaryOperator(BaseOperator):
+    """Log and return the results of earlier tasks of the run, as one report."""
+
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, task_ids: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.task_ids = list(task_ids)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ti = context["ti"]
+        summary = {task_id: ti.xcom_pull(task_ids=task_id) for task_id in self.task_ids}
+        self.log.info("summary:\n%s", json.dumps(summary, indent=2, default=str))
+        return summary
