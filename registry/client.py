@@ -714,17 +714,18 @@ class IdRegistry:
                     continue
                 hour_path = layout.hour(shard, hour)
                 for bucket_name in self._children(hour_path):
-                    bucket = int(bucket_name)
-                    if layout.bucket_end_us(bucket) > start_us and bucket * layout.bucket_us < end_us:
+                    number = int(bucket_name)
+                    if (
+                        layout.bucket_end_us(number) > start_us
+                        and number * layout.bucket_us < end_us
+                    ):
                         buckets.append(f"{hour_path}/{bucket_name}")
         found: dict[str, str] = {}
-        for bucket in buckets:
-            names = [
-                n for n in self._children(bucket) if start_us <= EventId.parse(n).ts_us < end_us
-            ]
+        for path in buckets:
+            names = [n for n in self._children(path) if start_us <= EventId.parse(n).ts_us < end_us]
 
-            def read(names: list[str] = names, bucket: str = bucket) -> dict[str, str]:
-                pending = {n: self._zk.get_async(f"{bucket}/{n}") for n in names}
+            def read(names: list[str] = names, path: str = path) -> dict[str, str]:
+                pending = {n: self._zk.get_async(f"{path}/{n}") for n in names}
                 tokens = {n: self._get(p, default=None) for n, p in pending.items()}
                 return {n: bytes(t[0]).decode("utf-8") for n, t in tokens.items() if t is not None}
 

@@ -22,8 +22,11 @@ from photon.settings import PhotonSettings, SettingsError, load_settings
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="A TOML settings file.")]
 RunOption = Annotated[
     str,
-    typer.Option("--run", help="Names this run's report (letters, digits, '.', '_', '-').",
-                 callback=lambda v: _check_run(v)),
+    typer.Option(
+        "--run",
+        help="Names this run's report (letters, digits, '.', '_', '-').",
+        callback=lambda v: _check_run(v),
+    ),
 ]
 
 

@@ -15,7 +15,8 @@ from typing import Annotated
 
 import pyarrow as pa
 import typer
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from photon.join.logmap import SCHEMA, MapEntry
 from photon.ops.compaction import CompactionCheckError, CompactionReport, compact_dc
@@ -30,7 +31,9 @@ def report_key(run: str) -> str:
 
 def spark_merge(
     spark: SparkSession,
-) -> Callable[[list[MapEntry], int, Callable[[str], bool]], tuple[list[MapEntry], CompactionReport]]:
+) -> Callable[
+    [list[MapEntry], int, Callable[[str], bool]], tuple[list[MapEntry], CompactionReport]
+]:
     def merge(
         entries: list[MapEntry], boundary_us: int, file_exists: Callable[[str], bool]
     ) -> tuple[list[MapEntry], CompactionReport]:
@@ -57,7 +60,10 @@ def spark_merge(
         merged = [
             MapEntry(p, t, f, o)
             for p, t, f, o in zip(
-                columns["process"], columns["ts_us"], columns["file"], columns["offset"],
+                columns["process"],
+                columns["ts_us"],
+                columns["file"],
+                columns["offset"],
                 strict=True,
             )
         ]

@@ -10,6 +10,7 @@ not start.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,27 @@ from photon.stack.manager import LocalStack
 from photon.stack.ports import free_ports
 
 KINDS = ("unit", "integration", "e2e")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Airflow, for every test that loads it, in a private home: SQLite, our DAGs only.
+
+    Set before anything imports Airflow (it reads its configuration at import).
+    """
+    home = Path(tempfile.mkdtemp(prefix="photon-airflow-"))
+    (home / "plugins").mkdir()
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "GX_ANALYTICS_ENABLED": "false",
+        }
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

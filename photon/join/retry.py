@@ -144,7 +144,14 @@ class RetryStore:
                 self._db.execute(
                     "INSERT INTO retries VALUES (?, ?, ?, ?, ?, 0, ?) ON CONFLICT (click_id) "
                     "DO UPDATE SET due_us = min(due_us, excluded.due_us)",
-                    (click.click_id, click.raw, click.file, click.offset, click.first_seen_us, due_us),
+                    (
+                        click.click_id,
+                        click.raw,
+                        click.file,
+                        click.offset,
+                        click.first_seen_us,
+                        due_us,
+                    ),
                 )
                 injected += 1
         return injected

@@ -13,7 +13,9 @@ name would reuse batch tokens.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,17 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
         app.closers.append(cache)
         registry = connect_registry(settings)
         app.closers.append(registry)
+        # Operators (the resharding rollout) see which config version this joiner uses.
+        registry.announce(
+            f"{JOINER}-{attempt}",
+            {
+                "dc": dc,
+                "app": JOINER,
+                "attempt": attempt,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            },
+        )
         retries = RetryStore(state_dir / "retry.sqlite", settings.retry)
         app.closers.append(retries)
         window_us = int(settings.log_file_map.window_s * 1_000_000)

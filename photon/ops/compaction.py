@@ -210,7 +210,9 @@ def compact_dc(
     """Compact one DC's map; ``merge_entries`` is :func:`merge` or the Spark job's equivalent."""
     runs = read_runs(store, dc)
     if len(runs.keys) <= 1 and not runs.delta_keys:
-        return CompactionReport(dc=dc, sorted_runs=len(runs.sorted_keys), skipped="nothing to merge")
+        return CompactionReport(
+            dc=dc, sorted_runs=len(runs.sorted_keys), skipped="nothing to merge"
+        )
     merged, report = merge_entries(runs.entries, boundary_us, query_file_exists(query_dir))
     chosen = sample_entries(merged, sample)
     before = lookups(runs.entries, chosen, query_dir, window_us, max_bytes)

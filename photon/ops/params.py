@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.config import JsonDict
 
 
 class InvalidParamsError(ValueError):
@@ -89,8 +90,10 @@ def resolve_window(start: str, end: str, lookback_s: float, now: datetime) -> Wi
     return Window(start=start_at, end=end_at)
 
 
-_DATE_TIME = {"type": "string", "format": "date-time"}
-_ISO_OR_EMPTY = {"anyOf": [{"type": "string", "maxLength": 0}, _DATE_TIME]}
+# The trigger form accepts '' (unset) or a date-time.
+_ISO_OR_EMPTY: JsonDict = {
+    "anyOf": [{"type": "string", "maxLength": 0}, {"type": "string", "format": "date-time"}]
+}
 
 
 class GcParams(_Params):

@@ -81,7 +81,9 @@ def plan(registry: IdRegistry, params: ReshardParams, max_clock_skew_s: float) -
     )
 
 
-def apply(registry: IdRegistry, request: ReshardPlan, *, now_us: int | None = None) -> ReshardApplied:
+def apply(
+    registry: IdRegistry, request: ReshardPlan, *, now_us: int | None = None
+) -> ReshardApplied:
     """Append the planned epoch (compare-and-set against the version the plan read)."""
     if request.dry_run:
         raise ValueError("a dry run changes nothing: do not apply it")

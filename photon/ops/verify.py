@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
 from photon.join.output import decode
@@ -43,9 +43,6 @@ from photon.ops.params import Window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import EventId, IdRegistry
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 ID_PATTERN = r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}:\d+:\d+$"
 REQUIRED = ("click_id", "query_id", "dc", "joined_at_us")
@@ -108,7 +105,9 @@ class Outputs:
 
 def read_outputs(store: ObjectStore, window: Window) -> Outputs:
     def ids_under(prefix: str) -> set[str]:
-        return {r["click_id"] for r in rows_under(store, prefix) if in_window(r["click_id"], window)}
+        return {
+            r["click_id"] for r in rows_under(store, prefix) if in_window(r["click_id"], window)
+        }
 
     joined = [r for r in rows_under(store, "joined/") if in_window(r["click_id"], window)]
     return Outputs(joined, ids_under("unjoinable/"), ids_under("too_old/"))
@@ -213,13 +212,13 @@ class ExpectationOutcome:
     unexpected_sample: list[str]
 
 
-def joined_frame(
-    rows: list[dict[str, Any]], inputs: dict[str, str]
-) -> pd.DataFrame:
+def joined_frame(rows: list[dict[str, Any]], inputs: dict[str, str]) -> Any:
     """The joined rows with what the suite checks: latency and the input's query id."""
     import pandas as pd
 
-    frame = pd.DataFrame(rows, columns=[*REQUIRED, *sorted({k for r in rows for k in r} - set(REQUIRED))])
+    frame = pd.DataFrame(
+        rows, columns=[*REQUIRED, *sorted({k for r in rows for k in r} - set(REQUIRED))]
+    )
     click_ts = frame["click_id"].map(lambda c: _ts_us(c) if isinstance(c, str) else None)
     frame["latency_s"] = (frame["joined_at_us"] - click_ts) / 1e6
     frame["query_id_matches_input"] = [
@@ -230,7 +229,7 @@ def joined_frame(
 
 
 def run_expectations(
-    frame: pd.DataFrame, *, latency_bound_s: float, max_clock_skew_s: float
+    frame: Any, *, latency_bound_s: float, max_clock_skew_s: float
 ) -> list[ExpectationOutcome]:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
@@ -266,10 +265,11 @@ def run_expectations(
     outcomes = []
     for item in result.results:
         details = item.result or {}
+        config = item.expectation_config
         outcomes.append(
             ExpectationOutcome(
-                expectation=str(item.expectation_config.type),
-                column=str(item.expectation_config.kwargs.get("column", "")),
+                expectation=str(config.type) if config else "?",
+                column=str(config.kwargs.get("column", "")) if config else "",
                 success=bool(item.success),
                 element_count=int(details.get("element_count") or 0),
                 unexpected_count=int(details.get("unexpected_count") or 0),
@@ -305,7 +305,11 @@ class VerifyReport:
             if not e.success
         ]
         c = self.completeness
-        failed += [f"{n} {what}" for n, what in ((c.missing, "missing"), (c.lost, "lost"), (c.pending, "pending")) if n]
+        failed += [
+            f"{n} {what}"
+            for n, what in ((c.missing, "missing"), (c.lost, "lost"), (c.pending, "pending"))
+            if n
+        ]
         return failed
 
     def to_dict(self) -> dict[str, Any]:
@@ -334,18 +338,7 @@ def render_html(report: VerifyReport) -> str:
         f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
         for k, v in data["completeness"].items()
     )
-    expectations = "".join(
-        "<tr><td>{}</td><td>{}</td><td style='color:{}'>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>".format(
-            html.escape(e.expectation),
-            html.escape(e.column),
-            "#1a7f37" if e.success else "#cf222e",
-            "ok" if e.success else "FAILED",
-            e.element_count,
-            e.unexpected_count,
-            html.escape(", ".join(e.unexpected_sample)),
-        )
-        for e in report.expectations
-    )
+    expectations = "".join(_expectation_row(e) for e in report.expectations)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Photon verification {html.escape(report.run)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
@@ -360,6 +353,19 @@ Tokens cleared: {report.tokens_cleared}.</p>
 <table><tr><th>expectation</th><th>column</th><th>result</th><th>rows</th><th>unexpected</th>
 <th>sample</th></tr>{expectations}</table></body></html>
 """
+
+
+def _expectation_row(e: ExpectationOutcome) -> str:
+    colour, verdict = ("#1a7f37", "ok") if e.success else ("#cf222e", "FAILED")
+    cells = [
+        html.escape(e.expectation),
+        html.escape(e.column),
+        f"<span style='color:{colour}'>{verdict}</span>",
+        str(e.element_count),
+        str(e.unexpected_count),
+        html.escape(", ".join(e.unexpected_sample)),
+    ]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
 def write_report(store: ObjectStore, report: VerifyReport) -> tuple[str, str]:
@@ -405,9 +411,7 @@ def verify(
         latency_bound_s=latency_bound_s,
         max_clock_skew_s=settings.shards.max_clock_skew_s,
     )
-    report = VerifyReport(
-        run, window.start.isoformat(), window.end.isoformat(), result, outcomes
-    )
+    report = VerifyReport(run, window.start.isoformat(), window.end.isoformat(), result, outcomes)
     if clear_tokens and all(e.success for e in outcomes):
         report.tokens_cleared = clear_confirmed_tokens(registry, outputs.joined, registered)
     write_report(store, report)

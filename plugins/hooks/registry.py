@@ -41,7 +41,6 @@ class PhotonRegistryHook(BaseHook):
             "placeholders": {"host": "127.0.0.1:2181,127.0.0.1:2182", "schema": "/photon"},
         }
 
-
     def __init__(self, registry_conn_id: str = REGISTRY_CONN_ID) -> None:
         super().__init__()
         self.registry_conn_id = registry_conn_id

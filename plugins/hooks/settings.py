@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow.models.connection import Connection
+    from airflow.sdk import Connection
 
     from photon.settings import PhotonSettings
 

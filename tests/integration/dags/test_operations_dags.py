@@ -1,0 +1,213 @@
+"""``dag.test()`` of each operations DAG against the real local stack (ZooKeeper, S3, Spark)."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from photon.join.logmap import delta_prefix, sorted_prefix
+from photon.ops.compaction import lookups, read_runs, sample_entries
+from photon.ops.verify import read_report, rows_under
+from tests.integration.dags.conftest import RunDag, task_states, xcom
+from tests.integration.ops_pipelines import OpsPhoton, S
+
+pytestmark = pytest.mark.integration
+
+
+def test_gc_boundary_dag_advances_boundaries_and_never_lowers_one(
+    run_dag: RunDag, ops_photon: OpsPhoton
+) -> None:
+    registry = ops_photon.registry
+    retention_us = int(ops_photon.settings.retention.total_seconds() * S)
+    now = time.time_ns() // 1000
+    old = [f"10.0.0.{n}:1:{now - retention_us - 3600 * S + n}" for n in range(1, 21)]
+    fresh = [f"10.0.1.{n}:1:{now - 60 * S + n}" for n in range(1, 21)]
+    registry.register((i, "a/run/0") for i in old + fresh)
+    ahead = now - retention_us + 600 * S  # shard 0 is already past the target
+    registry.advance_gc_boundary(0, ahead)
+
+    dag_run = run_dag("photon_gc_boundary")
+
+    assert str(dag_run.state) == "success", task_states(dag_run)
+    report = xcom(dag_run, "advance_and_collect")
+    target = report["target_us"]
+    assert now - retention_us <= target <= time.time_ns() // 1000 - retention_us
+    by_shard = {s["shard"]: s for s in report["shards"]}
+    assert registry.gc_boundary(0) == ahead == by_shard[0]["boundary_us"]  # never lowered
+    for shard in range(1, registry.sharding().max_shards):
+        assert registry.gc_boundary(shard) == target == by_shard[shard]["boundary_us"]
+    assert report["deleted_ids"] == len(old)
+    assert set(registry.registered(0, 2**62)) == set(fresh)
+
+
+def test_reshard_dag_appends_the_epoch_after_the_skew_and_confirms_the_pipelines(
+    run_dag: RunDag, ops_photon: OpsPhoton
+) -> None:
+    ops_photon.joiner("a")  # a running pipeline: it announces its config version
+    before = ops_photon.registry.sharding()
+    asked_at = time.time_ns() // 1000
+
+    dag_run = run_dag("photon_reshard", shards=6, skew_s=3.0, dry_run=False)
+
+    assert str(dag_run.state) == "success", task_states(dag_run)
+    after = ops_photon.registry.sharding()
+    assert len(after.epochs) == len(before.epochs) + 1
+    assert after.epochs[-1].shards == 6
+    assert after.epochs[-1].start_us >= asked_at + 3 * S
+    assert time.time_ns() // 1000 >= after.epochs[-1].start_us  # the run waited for the start
+    report = xcom(dag_run, "report")
+    rollout = report["confirm_pipelines"]
+    assert rollout["complete"] and rollout["config_version"] == after.version
+    assert [m for m in rollout["members"] if m.startswith("joiner-a-")]
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"shards": 6, "skew_s": 1.0},  # below the configured clock-skew bound (2 s)
+        {"shards": 0, "skew_s": 3.0},
+        {"shards": 6, "skew_s": 3.0, "unknown": 1},
+    ],
+)
+def test_reshard_dag_rejects_invalid_params_and_changes_nothing(
+    run_dag: RunDag, ops_photon: OpsPhoton, conf: dict[str, object]
+) -> None:
+    before = ops_photon.registry.sharding()
+    try:
+        dag_run = run_dag("photon_reshard", **conf)
+    except Exception as exc:  # the trigger form's schema rejects it before the run
+        assert "shards" in str(exc) or "unknown" in str(exc)
+    else:
+        assert str(dag_run.state) == "failed"
+        assert task_states(dag_run)["append_epoch"] == "failed"
+    after = ops_photon.registry.sharding()
+    assert after.epochs == before.epochs and after.version == before.version
+
+
+def test_logmap_compaction_dag_merges_runs_and_leaves_lookups_identical(
+    run_dag: RunDag, ops_photon: OpsPhoton
+) -> None:
+    ops_photon.generate()
+    ops_photon.run("a")
+    store, settings = ops_photon.store, ops_photon.settings
+    runs = read_runs(store, "a")
+    assert len(runs.delta_keys) > 3
+    query_dir = settings.dc_logs("a") / "queries"
+    w_us = int(settings.log_file_map.window_s * S)
+    m = settings.log_file_map.max_bytes
+    sample = sample_entries(sorted(set(runs.entries)), 100)
+    before = lookups(runs.entries, sample, query_dir, w_us, m)
+    assert sum(line is not None for line in before.values()) == len(sample)
+
+    dag_run = run_dag("photon_logmap_compaction", dc="a", sample=50)
+
+    assert str(dag_run.state) == "success", task_states(dag_run)
+    assert list(store.keys(delta_prefix("a"))) == []
+    [new_run] = list(store.keys(sorted_prefix("a")))
+    after = read_runs(store, "a")
+    assert lookups(after.entries, sample, query_dir, w_us, m) == before
+    assert len(after.entries) == len(set(runs.entries))
+    [report] = xcom(dag_run, "report")["dcs"]
+    assert report["new_run"] == new_run and report["mismatches"] == []
+    assert report["sampled"] == min(50, len(set(runs.entries)))
+
+
+def _verify(run_dag: RunDag, ops: OpsPhoton) -> tuple[object, dict[str, object]]:
+    end = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 1))
+    start = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ops.start_us / S - 120))
+    dag_run = run_dag("photon_verify", window_start=start, window_end=end)
+    run = xcom(dag_run, "validate_params")["run"]
+    report = read_report(ops.store, run)
+    assert report is not None
+    return dag_run, report
+
+
+def test_verify_dag_passes_on_clean_output_and_fails_on_a_planted_duplicate(
+    run_dag: RunDag, ops_photon: OpsPhoton
+) -> None:
+    manifest = ops_photon.generate()
+    ops_photon.run("a")
+    ops_photon.run("b")
+
+    dag_run, report = _verify(run_dag, ops_photon)
+
+    assert str(dag_run.state) == "success", task_states(dag_run)
+    assert report["passed"] is True
+    done = report["completeness"]
+    assert done["joined"] == len(manifest.expected_joins) and done["duplicates"] == 0
+    assert done["complete_pct"] == 100.0 and done["missing"] == done["lost"] == 0
+    assert all(e["success"] for e in report["expectations"])
+    assert ops_photon.store.get(f"reports/verify/{report['run']}/report.html") is not None
+    # the ids confirmed in output had their tokens cleared
+    some = next(iter(manifest.expected_joins))
+    assert ops_photon.registry.read_token(some) == ""
+
+    # plant one of DC a's joined rows in DC b's output: a duplicate across DCs
+    joined_a = rows_under(ops_photon.store, "joined/dc=a/")
+    planted = {**joined_a[0], "dc": "b"}
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist([planted]), sink)
+    ops_photon.store.put("joined/dc=b/planted/000000000000.parquet", sink.getvalue())
+
+    dag_run, report = _verify(run_dag, ops_photon)
+
+    assert str(dag_run.state) == "failed"
+    assert report["passed"] is False
+    [unique] = [e for e in report["expectations"] if e["expectation"].endswith("to_be_unique")]
+    assert not unique["success"] and unique["unexpected_count"] == 2
+    assert report["completeness"]["duplicates"] == 1
+
+
+def test_recover_dag_restores_clicks_lost_between_registry_commit_and_output_write(
+    run_dag: RunDag, ops_photon: OpsPhoton
+) -> None:
+    manifest = ops_photon.generate()
+    app = ops_photon.joiner("a")
+    assert app.joiner is not None
+    writer = app.joiner.output
+    write_joined = writer.joined
+
+    def crash(*_: object, **__: object) -> None:
+        raise SystemExit("killed between the registry commit and the output write")
+
+    def crash_at(n: int) -> None:  # batch 2 dies after its registry commit
+        writer.joined = crash if n == 2 else write_joined  # type: ignore[method-assign]
+
+    with pytest.raises(SystemExit):
+        ops_photon.run("a", before_batch=crash_at)
+    writer.joined = write_joined  # type: ignore[method-assign]
+    ops_photon.run("a")  # the pipeline goes on from a new batch: batch 2 is never replayed
+    ops_photon.run("b")
+
+    dag_run, report = _verify(run_dag, ops_photon)
+    assert str(dag_run.state) == "failed"
+    lost = report["completeness"]["lost"]
+    assert lost > 0 and report["completeness"]["joined"] == len(manifest.expected_joins) - lost
+
+    tokens_before = ops_photon.registry.registered(0, 2**62)
+    pending_before = app.retries.pending() if app.retries else -1
+    window = {"window_start": report["window_start"], "window_end": report["window_end"]}
+    dry = run_dag("photon_recover", **window, dry_run=True)
+    assert str(dry.state) == "success", task_states(dry)
+    dry_report = xcom(dry, "recover")
+    assert dry_report["dead"] == lost and dry_report["deleted"] == 0
+    assert ops_photon.registry.registered(0, 2**62) == tokens_before  # a dry run changes nothing
+    assert app.retries is not None and app.retries.pending() == pending_before
+
+    done = run_dag("photon_recover", **window, dry_run=False)
+    assert str(done.state) == "success", task_states(done)
+    assert xcom(done, "recover")["reinjected"] == lost
+    ops_photon.clock.now_us = time.time_ns() // 1000  # re-injected clicks are due at "now"
+    ops_photon.drain("a")  # DC a's joiner takes the re-injected clicks
+
+    dag_run, report = _verify(run_dag, ops_photon)
+    assert str(dag_run.state) == "success", report["failures"]
+    assert report["completeness"]["complete_pct"] == 100.0
+    assert report["completeness"]["duplicates"] == 0
+    joined = Counter(r["click_id"] for r in rows_under(ops_photon.store, "joined/"))
+    assert set(joined) == set(manifest.expected_joins) and max(joined.values()) == 1

@@ -1,0 +1,161 @@
+"""A Photon on the shared stack, with its own registry root, bucket, logs and local state.
+
+For the operations tests (``photon.ops`` and the DAGs): generated logs of two
+DCs go through each DC's real query reader and joiner (built from the
+settings, as the Spark apps build them), driven batch by batch on a clock the
+test moves, so the registry, the outputs, the log-file map and the retry
+stores are what a run leaves. The settings are also set as ``PHOTON_*`` and
+``AIRFLOW_CONN_*`` variables, so Airflow tasks and Spark jobs see the same.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from photon.gen.model import GenConfig, Manifest
+from photon.gen.simulator import load_manifest, simulate, write
+from photon.join.runtime import JoinerApp, QueryReaderApp, build_joiner, build_query_reader
+from photon.logs.reader import GrowingLogReader, LogLine
+from photon.settings import PhotonSettings
+from photon.storage import ObjectStore
+from registry import IdRegistry
+from tests.conftest import settings_from_env
+
+S = 1_000_000
+
+
+class Clock:
+    def __init__(self, now_us: int) -> None:
+        self.now_us = now_us
+
+    def __call__(self) -> int:
+        return self.now_us
+
+
+def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
+    reader = GrowingLogReader(directory)
+    offsets: dict[str, int] = {}
+    out = []
+    while (read := reader.read(offsets, max_bytes=max_bytes)).lines:
+        out.append(read.lines)
+        offsets = read.offsets
+    return out
+
+
+@dataclass
+class OpsPhoton:
+    settings: PhotonSettings
+    store: ObjectStore
+    registry: IdRegistry
+    start_us: int
+    clock: Clock
+    manifest: Manifest | None = None
+    joiners: dict[str, JoinerApp] = field(default_factory=dict)
+    readers: dict[str, QueryReaderApp] = field(default_factory=dict)
+
+    def generate(self, **config: Any) -> Manifest:
+        cfg = GenConfig(
+            **{
+                "seed": 7,
+                "start_us": self.start_us,
+                "queries": 300,
+                "query_rate": 100.0,
+                "click_delay_tail_max_s": 60.0,
+                "outage_duration_s": 0.0,
+                "rollover_bytes": 16 * 1024,
+                **config,
+            }
+        )
+        write(simulate(cfg), self.settings.logs_root)
+        self.manifest = load_manifest(self.settings.logs_root)
+        return self.manifest
+
+    def joiner(self, dc: str) -> JoinerApp:
+        if dc not in self.joiners:
+            app = build_joiner(self.settings, dc)
+            assert app.joiner is not None
+            app.joiner.clock = self.clock
+            self.joiners[dc] = app
+        return self.joiners[dc]
+
+    def reader(self, dc: str) -> QueryReaderApp:
+        if dc not in self.readers:
+            self.readers[dc] = build_query_reader(self.settings, dc)
+        return self.readers[dc]
+
+    def run(self, dc: str, *, before_batch: Callable[[int], None] = lambda _: None) -> None:
+        """The DC's queries and clicks, interleaved batch by batch, then its retries drained."""
+        logs = self.settings.dc_logs(dc)
+        queries = batches(logs / "queries", 8 * 1024)
+        clicks = batches(logs / "clicks", 4 * 1024)
+        joiner = self.joiner(dc).joiner
+        reader = self.reader(dc).reader
+        assert joiner is not None and reader is not None
+        for n in range(max(len(queries), len(clicks))):
+            self.clock.now_us += S // 10
+            for lines in queries[n : n + 1]:
+                reader.process(f"{n:012d}", lines)
+            for lines in clicks[n : n + 1]:
+                before_batch(n)
+                joiner.process(f"{n:012d}", lines)
+        self.drain(dc)
+
+    def drain(self, dc: str) -> None:
+        """Retry passes on the clock until the DC's retry store is empty."""
+        app = self.joiner(dc)
+        assert app.joiner is not None and app.retries is not None
+        for _ in range(100):
+            app.joiner.process_retries()
+            if app.retries.pending() == 0:
+                return
+            self.clock.now_us += 5 * S
+        raise AssertionError(f"{app.retries.pending()} clicks still pending in DC {dc}")
+
+    def close(self) -> None:
+        for app in [*self.joiners.values(), *self.readers.values()]:
+            app.close()
+
+
+def ops_environment(stack_environment: dict[str, str], tmp: Path) -> dict[str, str]:
+    """PHOTON_* and AIRFLOW_CONN_* variables of a private Photon on the shared stack."""
+    tag = uuid.uuid4().hex[:10]
+    env = {
+        **stack_environment,
+        "PHOTON_LOGS_ROOT": str(tmp / "logs"),
+        "PHOTON_PIPELINE__STATE_ROOT": str(tmp / "pipelines"),
+        "PHOTON_ZOOKEEPER__ROOT": f"/photon-ops-{tag}",
+        "PHOTON_S3__BUCKET": f"photon-ops-{tag}",
+        "PHOTON_REDIS__KEY_PREFIX": f"photon-ops-{tag}",
+        "PHOTON_SHARDS__DEFAULT_COUNT": "4",
+        "PHOTON_SHARDS__MAX_CLOCK_SKEW_S": "2",
+        "PHOTON_RETRY__INITIAL_BACKOFF_S": "1",
+        "PHOTON_RETRY__MAX_BACKOFF_S": "2",
+        "PHOTON_RETRY__MAX_ATTEMPTS": "2",
+        "PHOTON_RETRY__MAX_AGE_S": "10",
+        "PHOTON_PIPELINE__READER_WAIT_S": "0",
+    }
+    settings = settings_from_env(env)
+    env["AIRFLOW_CONN_PHOTON_REGISTRY"] = json.dumps(
+        {
+            "conn_type": "photon_zookeeper",
+            "host": ",".join(settings.zk_hosts),
+            "schema": settings.zookeeper.root,
+        }
+    )
+    env["AIRFLOW_CONN_PHOTON_OBJECT_STORE"] = json.dumps(
+        {
+            "conn_type": "photon_s3",
+            "host": f"http://{settings.stack.host}",
+            "port": settings.stack.s3_port,
+            "login": settings.s3.access_key,
+            "password": settings.s3.secret_key.get_secret_value(),
+            "schema": settings.s3.bucket,
+        }
+    )
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    return env
