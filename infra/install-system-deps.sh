@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages the local stack runs on, when they are missing:
-# ZooKeeper (its jars and a Java runtime) and Redis. Idempotent; prints what it does.
+# ZooKeeper (its jars and a Java runtime), Redis, PostgreSQL (Airflow's metadata
+# database) and Chromium (the Airflow UI test). Idempotent; prints what it does.
 # Runs apt-get as root, or through sudo when that is available.
 set -euo pipefail
 
@@ -8,9 +9,11 @@ need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "system packages: zookeeper, java and redis-server are present"
+  echo "system packages: zookeeper, java, redis-server, postgresql and chromium are present"
   exit 0
 fi
 

@@ -312,6 +312,33 @@ class StackSettings(_Section):
         return named | {"redis_port": self.redis_port, "s3_port": self.s3_port}
 
 
+class AirflowSettings(_Section):
+    """Local Airflow (``photon airflow up``): its API server/UI and its PostgreSQL."""
+
+    api_port: Port = 8080
+    postgres_port: Port = 5433
+    #: The UI's admin (Airflow's simple auth manager); local use only: change it elsewhere.
+    admin_user: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")] = "admin"
+    admin_password: SecretStr = SecretStr("photon-admin")
+    postgres_password: SecretStr = SecretStr("photon-airflow")
+    #: Airflow's own state (home, database files, logs). Unset: <stack.state_dir>/airflow.
+    state_dir: Path | None = None
+
+    @field_validator("admin_password", "postgres_password")
+    @classmethod
+    def _check_password(cls, secret: SecretStr) -> SecretStr:
+        value = secret.get_secret_value()
+        if len(value) < 8 or any(c in value for c in ":@/ '\"\\"):
+            raise ValueError("must be at least 8 characters, without ':@/', quotes or spaces")
+        return secret
+
+    @model_validator(mode="after")
+    def _check_ports(self) -> Self:
+        if self.api_port == self.postgres_port:
+            raise ValueError("api_port and postgres_port must differ")
+        return self
+
+
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "photon_config_file", default=None
 )
@@ -337,6 +364,7 @@ class PhotonSettings(BaseSettings):
     retry: RetrySettings = RetrySettings()
     pipeline: PipelineSettings = PipelineSettings()
     stack: StackSettings = StackSettings()
+    airflow: AirflowSettings = AirflowSettings()
 
     _split = field_validator("dcs", mode="before")(_split_list)
 

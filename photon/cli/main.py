@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from photon.cli import pipeline_cmds
+from photon.cli.airflow_cmds import airflow_app
 from photon.cli.bench_cmds import bench_app
 from photon.cli.common import JsonOption, err, out, settings_of
 from photon.cli.registry_cmds import registry_app
@@ -57,6 +58,7 @@ app.add_typer(logs_app, name="logs")
 app.add_typer(settings_app, name="settings")
 app.add_typer(registry_app, name="registry")
 app.add_typer(bench_app, name="bench")
+app.add_typer(airflow_app, name="airflow")
 app.command("read-queries")(pipeline_cmds.read_queries)
 app.command("join")(pipeline_cmds.join)
 app.command("run")(pipeline_cmds.run)

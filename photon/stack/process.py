@@ -10,6 +10,7 @@ process it did not start. Stopping sends SIGTERM, waits, then SIGKILL.
 from __future__ import annotations
 
 import contextlib
+import pwd
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,9 @@ def start_detached(
     output: Path,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    user: str | None = None,
 ) -> ProcessIdentity:
+    """Start ``argv`` detached; ``user``: run it as that user (we must be root)."""
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("ab") as out:
         proc = subprocess.Popen(
@@ -44,6 +47,8 @@ def start_detached(
             cwd=cwd,
             env=dict(env) if env is not None else None,
             start_new_session=True,
+            user=user,
+            group=user and pwd.getpwnam(user).pw_gid,
         )
     return ProcessIdentity(pid=proc.pid, started_at=psutil.Process(proc.pid).create_time())
 

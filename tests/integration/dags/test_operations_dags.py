@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import time
 from collections import Counter
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -117,7 +118,7 @@ def test_logmap_compaction_dag_merges_runs_and_leaves_lookups_identical(
     assert report["sampled"] == min(50, len(set(runs.entries)))
 
 
-def _verify(run_dag: RunDag, ops: OpsPhoton) -> tuple[object, dict[str, object]]:
+def _verify(run_dag: RunDag, ops: OpsPhoton) -> tuple[Any, dict[str, Any]]:
     end = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 1))
     start = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ops.start_us / S - 120))
     dag_run = run_dag("photon_verify", window_start=start, window_end=end)

@@ -1,0 +1,70 @@
+"""``photon airflow up|down|status``: Airflow 3 on the local stack, PostgreSQL from Debian."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from photon.cli.common import JsonOption, err, out, print_json, settings_of
+from photon.stack.airflow import AirflowStack, AirflowStackError, AirflowStatus
+
+airflow_app = typer.Typer(
+    help="Airflow 3 with Photon's DAGs, against the local stack.", no_args_is_help=True
+)
+
+
+def _stack(ctx: typer.Context) -> AirflowStack:
+    config: Path | None = ctx.find_root().obj
+    return AirflowStack(settings_of(ctx), config_file=config)
+
+
+@airflow_app.command("up")
+def airflow_up(ctx: typer.Context, json_out: JsonOption = False) -> None:
+    """Start PostgreSQL and Airflow (idempotent); print the UI address and login."""
+    stack = _stack(ctx)
+    try:
+        with err.status("starting PostgreSQL and Airflow (api-server, scheduler, ...)"):
+            status = stack.up()
+    except AirflowStackError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    _print(status, json_out)
+    if not json_out:
+        af = stack.settings.airflow
+        out.print(
+            f"\nAirflow UI: [bold]{status.api_url}[/]  login: [bold]{af.admin_user}[/] "
+            "with airflow.admin_password (PHOTON_AIRFLOW__ADMIN_PASSWORD; default photon-admin)"
+        )
+
+
+@airflow_app.command("down")
+def airflow_down(
+    ctx: typer.Context,
+    purge: Annotated[bool, typer.Option(help="Also delete Airflow's database and home.")] = False,
+) -> None:
+    """Stop exactly the Airflow and PostgreSQL processes `photon airflow up` started."""
+    stopped = _stack(ctx).down(purge=purge)
+    out.print(f"stopped: {', '.join(stopped)}" if stopped else "no local Airflow was running")
+
+
+@airflow_app.command("status")
+def airflow_status(ctx: typer.Context, json_out: JsonOption = False) -> None:
+    """Whether each Airflow service runs and Airflow's own health; exit 1 when unhealthy."""
+    status = _stack(ctx).status()
+    _print(status, json_out)
+    if not status.healthy:
+        raise typer.Exit(1)
+
+
+def _print(status: AirflowStatus, json_out: bool) -> None:
+    if json_out:
+        print_json(status.to_dict())
+        return
+    table = Table("service", "process", "health")
+    for name, running in status.services.items():
+        health = status.health.get(name.replace("-", "_"), status.health.get(name, "-"))
+        table.add_row(name, running, health if name != "postgres" else "-")
+    out.print(table)

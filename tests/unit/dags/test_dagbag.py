@@ -1,0 +1,82 @@
+"""Every DAG file loads, with no import error and no network connection opened at import."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+DAGS = Path(__file__).resolve().parents[3] / "dags"
+EXPECTED = {
+    "photon_gc_boundary": None,
+    "photon_logmap_compaction": None,
+    "photon_reshard": None,
+    "photon_recover": None,
+    "photon_verify": None,
+}
+
+
+@pytest.fixture
+def dagbag(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[object]]:
+    """The DagBag of ``dags/``, loaded while every outgoing connection is recorded and refused."""
+    attempts: list[object] = []
+
+    def refuse(self: socket.socket, address: object) -> None:
+        attempts.append(address)
+        raise OSError(f"a DAG file connected to {address} at import")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    from airflow.models.dagbag import DagBag
+
+    return DagBag(str(DAGS), include_examples=False, safe_mode=False), attempts
+
+
+def test_every_dag_file_loads_without_errors_or_network(dagbag: tuple[Any, list[object]]) -> None:
+    bag, attempts = dagbag
+    assert bag.import_errors == {}
+    assert attempts == []
+    assert set(bag.dag_ids) == set(EXPECTED)
+
+
+def test_each_dag_has_its_description_tags_owner_retries_and_docs(
+    dagbag: tuple[Any, list[object]],
+) -> None:
+    bag, _ = dagbag
+    for dag_id in EXPECTED:
+        dag = bag.dags[dag_id]
+        assert dag.description and dag.doc_md and "photon" in dag.tags
+        for task in dag.tasks:
+            assert task.owner == "photon-oncall"
+            assert task.retries is not None
+    assert bag.dags["photon_reshard"].schedule is None  # manual
+    assert bag.dags["photon_recover"].schedule is None
+    for scheduled in ("photon_gc_boundary", "photon_logmap_compaction", "photon_verify"):
+        assert bag.dags[scheduled].timetable.periodic
+
+
+def test_the_reshard_form_validates_its_params_by_json_schema(
+    dagbag: tuple[Any, list[object]],
+) -> None:
+    from airflow.exceptions import ParamValidationError
+
+    bag, _ = dagbag
+
+    def checked(dag_id: str, **values: object) -> dict[str, Any]:
+        params = copy.deepcopy(bag.dags[dag_id].params)
+        params.update(values)
+        result: dict[str, Any] = params.validate()
+        return result
+
+    assert checked("photon_reshard") == {"shards": 8, "skew_s": 60.0, "dry_run": False}
+    for bad in ({"shards": 0}, {"shards": 5000}, {"skew_s": 0}, {"dry_run": "yes"}):
+        with pytest.raises(ParamValidationError):
+            checked("photon_reshard", **bad)
+    with pytest.raises(ParamValidationError):
+        checked("photon_recover", window_start="yesterday")
+    assert checked("photon_recover", window_start="2026-01-01T00:00:00+00:00")

@@ -1,0 +1,77 @@
+"""The DAG params: their JSON schema (the trigger form) and the task's own checks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from photon.ops.params import (
+    CompactionParams,
+    InvalidParamsError,
+    RecoverParams,
+    ReshardParams,
+    VerifyParams,
+    resolve_window,
+)
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def test_reshard_params_are_checked_against_the_configured_clock_skew() -> None:
+    assert ReshardParams.parse({"shards": 4, "skew_s": 90}).check(60).shards == 4
+    with pytest.raises(InvalidParamsError, match="below the configured maximum clock skew"):
+        ReshardParams.parse({"shards": 4, "skew_s": 30}).check(60)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"shards": 0}, {"shards": -1}, {"shards": 4097}, {"skew_s": 0}, {"extra": 1}, {"shards": "x"}],
+)
+def test_invalid_reshard_params_are_rejected_with_the_field_named(
+    values: dict[str, object],
+) -> None:
+    with pytest.raises(InvalidParamsError, match="invalid params"):
+        ReshardParams.parse(values)
+
+
+def test_the_form_schema_carries_defaults_bounds_and_descriptions() -> None:
+    form = ReshardParams.form()
+    assert form["shards"]["default"] == 8
+    assert form["shards"]["minimum"] == 1 and form["shards"]["maximum"] == 4096
+    assert form["skew_s"]["exclusiveMinimum"] == 0
+    assert all(field.get("description") for field in form.values())
+    assert CompactionParams.form()["dc"]["pattern"]
+
+
+def test_a_window_defaults_to_the_lookback_before_now_minus_settle() -> None:
+    window = VerifyParams.parse({"lookback_s": 600, "settle_s": 60}).window(NOW)
+    assert window.end == NOW - timedelta(seconds=60)
+    assert window.start == window.end - timedelta(seconds=600)
+    assert window.end_us - window.start_us == 600_000_000
+
+
+def test_a_window_in_the_future_or_backwards_is_rejected() -> None:
+    with pytest.raises(InvalidParamsError, match="in the future"):
+        resolve_window("", "2026-11-22T13:00:00+00:00", 60, NOW)
+    with pytest.raises(InvalidParamsError, match="is not before"):
+        resolve_window("2026-11-22T11:00:00", "2026-11-22T10:00:00", 60, NOW)
+    with pytest.raises(InvalidParamsError, match="ISO-8601"):
+        RecoverParams.parse({"window_start": "yesterday"})
+
+
+def test_naive_times_are_utc() -> None:
+    window = resolve_window("2026-11-22T10:00:00", "2026-11-22T11:00:00", 60, NOW)
+    assert window.start == datetime(2026, 11, 22, 10, tzinfo=UTC)
+
+
+def test_recover_checks_its_dc_and_is_a_dry_run_unless_told() -> None:
+    params = RecoverParams.parse({"dc": "b"})
+    assert params.dry_run is True
+    assert params.check_dc(["a", "b"]).dc == "b"
+    with pytest.raises(InvalidParamsError, match="not a configured DC"):
+        RecoverParams.parse({"dc": "z"}).check_dc(["a", "b"])
+    with pytest.raises(InvalidParamsError):
+        RecoverParams.parse({"dc": "Bad DC"})
