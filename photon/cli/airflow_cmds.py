@@ -63,8 +63,10 @@ def _print(status: AirflowStatus, json_out: bool) -> None:
     if json_out:
         print_json(status.to_dict())
         return
-    table = Table("service", "process", "health")
+    table = Table("service", "process", "health (Airflow's own report)")
+    # The API server reports the metadata database's health; the others report their own.
+    reported_as = {"postgres": "metadatabase", "api-server": "metadatabase"}
     for name, running in status.services.items():
-        health = status.health.get(name.replace("-", "_"), status.health.get(name, "-"))
-        table.add_row(name, running, health if name != "postgres" else "-")
+        key = reported_as.get(name, name.replace("-", "_"))
+        table.add_row(name, running, status.health.get(key, "-"))
     out.print(table)
