@@ -6,7 +6,6 @@ or, with ``--json``, one JSON document.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated
@@ -15,6 +14,7 @@ import typer
 from rich.table import Table
 
 from photon.cli.common import JsonOption, err, out, print_json, settings_of
+from photon.ops.gc import advance_and_collect
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from registry import EventId, IdRegistry, InvalidEventIdError
@@ -154,31 +154,28 @@ def gc(
 ) -> None:
     """Advance GC boundaries to now - retention (never back) and delete expired buckets."""
     with _registry(ctx) as (settings, reg):
-        boundary = time.time_ns() // 1000 - int(settings.retention.total_seconds() * 1_000_000)
         count = reg.sharding().max_shards
         if shard is not None and shard >= count:
             raise typer.BadParameter(
                 f"shard {shard} does not exist (0..{count - 1})", param_hint="--shard"
             )
-        shards = [shard] if shard is not None else range(count)
-        reports = []
-        for s in shards:
-            current = reg.gc_boundary(s)
-            reg.advance_gc_boundary(s, max(current, boundary))
-            reports.append(reg.gc(s))
+        run = advance_and_collect(
+            reg, settings.retention, shards=None if shard is None else [shard]
+        )
     data = [
         {
-            "shard": r.shard,
-            "boundary_us": r.boundary_us,
-            "deleted_buckets": r.deleted_buckets,
-            "deleted_ids": r.deleted_ids,
+            "shard": s.shard,
+            "boundary_us": s.boundary_us,
+            "deleted_buckets": s.deleted_buckets,
+            "deleted_ids": s.deleted_ids,
+            "ids_left": s.ids_left,
         }
-        for r in reports
+        for s in run.shards
     ]
     if json_out:
         print_json(data)
         return
-    table = Table("shard", "boundary (us)", "deleted buckets", "deleted ids")
+    table = Table("shard", "boundary (us)", "deleted buckets", "deleted ids", "ids left")
     for row in data:
         table.add_row(*map(str, row.values()))
     out.print(table)

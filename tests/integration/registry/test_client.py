@@ -219,3 +219,41 @@ def test_drop_deletes_the_whole_tree(connect: Connect, registry_root: str) -> No
     assert registry._zk.exists(registry_root) is None
     again = connect()  # a fresh registry on the same root starts empty
     assert set(again.lookup(ids).values()) == {LookupResult.ABSENT}
+
+
+def test_registered_lists_the_ids_of_a_window_with_their_tokens(registry: IdRegistry) -> None:
+    base = 1_767_225_600_000_000
+    ids = {f"10.0.0.{n}:7:{base + n * 4_000_000}": f"a/run/{n}" for n in range(1, 30)}
+    for event_id, token in ids.items():
+        registry.register([(event_id, token)])
+    registry.clear_tokens([next(iter(ids))])
+    window = registry.registered(base + 20_000_000, base + 60_000_000)
+    expected = {
+        i: t
+        for i, t in ids.items()
+        if base + 20_000_000 <= int(i.rsplit(":")[-1]) < base + 60_000_000
+    }
+    first = next(iter(ids))
+    assert window == {i: ("" if i == first else t) for i, t in expected.items()}
+    assert len(registry.registered(0, 2**62)) == len(ids)
+    assert registry.registered(base, base) == {}
+
+
+def test_members_announce_the_config_version_they_use_and_leave_with_their_session(
+    connect: Connect,
+) -> None:
+    pipeline = connect()
+    operator = connect()
+    pipeline.announce("joiner-a-1234", {"dc": "a"})
+    assert operator.members() == {
+        "joiner-a-1234": {"dc": "a", "config_version": pipeline.sharding().version}
+    }
+    config = operator.append_epoch(6, max_skew_s=1)
+    deadline = time.monotonic() + 10
+    while operator.members()["joiner-a-1234"]["config_version"] != config.version:
+        assert time.monotonic() < deadline, "the member never reported the new version"
+        time.sleep(0.05)
+    with pytest.raises(ValueError, match="member name"):
+        pipeline.announce("a/b", {})
+    pipeline.close()
+    assert operator.members() == {}  # ephemeral: gone with the session

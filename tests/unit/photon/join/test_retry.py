@@ -79,3 +79,16 @@ def test_open_batches_survive_a_restart(tmp_path: Path) -> None:
     again.finish_batch("000000000007")
     assert again.unfinished_batches() == []
     assert again.next_sequence("pass") == 1 and again.next_sequence("pass") == 2
+
+
+def test_recovery_injects_clicks_due_at_a_time_and_never_delays_a_waiting_one(
+    store: RetryStore,
+) -> None:
+    store.defer([click(1)], now_us=0)  # waiting, due at ~1 s
+    assert store.inject([click(1), click(2)], due_us=30 * S) == 2
+    assert {c.click_id for c in store.due(2 * S, 10)} == {click(1).click_id}
+    assert store.inject([click(2)], due_us=0) == 1  # made due now
+    assert {c.click_id for c in store.due(2 * S, 10)} == {click(1).click_id, click(2).click_id}
+    [injected] = [c for c in store.due(2 * S, 10) if c.click_id == click(2).click_id]
+    assert injected.attempts == 0
+    assert sorted(store.click_ids()) == sorted([click(1).click_id, click(2).click_id])
