@@ -12,10 +12,13 @@ Light on purpose: DAG files import this module at parse time.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.config import JsonDict
+
+if TYPE_CHECKING:
+    from photon.settings import PhotonSettings
 
 
 class InvalidParamsError(ValueError):
@@ -24,6 +27,15 @@ class InvalidParamsError(ValueError):
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def check_settings(self, settings: PhotonSettings) -> Self:
+        """The checks that need the settings; raises :class:`InvalidParamsError`."""
+        dc = getattr(self, "dc", "")
+        if dc and dc not in settings.dcs:
+            raise InvalidParamsError(
+                f"dc {dc!r} is not a configured DC ({', '.join(settings.dcs)})"
+            )
+        return self
 
     @classmethod
     def parse(cls, values: dict[str, Any]) -> Self:
@@ -116,6 +128,9 @@ class ReshardParams(_Params):
     )
     dry_run: bool = Field(False, description="Validate and report; change nothing.")
 
+    def check_settings(self, settings: PhotonSettings) -> Self:
+        return self.check(settings.shards.max_clock_skew_s)
+
     def check(self, max_clock_skew_s: float) -> Self:
         if self.skew_s < max_clock_skew_s:
             raise InvalidParamsError(
@@ -184,8 +199,3 @@ class RecoverParams(_WindowParams):
         description="Re-inject into this DC's joiner ('' = the DC that registered each id).",
     )
     dry_run: bool = Field(True, description="List what would be done; change nothing.")
-
-    def check_dc(self, dcs: list[str]) -> Self:
-        if self.dc and self.dc not in dcs:
-            raise InvalidParamsError(f"dc {self.dc!r} is not a configured DC ({', '.join(dcs)})")
-        return self

@@ -50,3 +50,12 @@ class PhotonObjectStoreHook(BaseHook):
         from photon.storage import ObjectStore
 
         return ObjectStore.from_settings(self.settings())
+
+    def test_connection(self) -> tuple[bool, str]:
+        """The UI's "Test" button: list the bucket."""
+        try:
+            store = self.get_conn()
+            next(iter(store.keys("joined/")), None)
+        except Exception as exc:  # the button shows any failure, whatever its kind
+            return False, str(exc)
+        return True, f"bucket {store.bucket} is readable"

@@ -53,3 +53,12 @@ class PhotonRegistryHook(BaseHook):
         from photon.registry_access import connect_registry
 
         return connect_registry(self.settings())
+
+    def test_connection(self) -> tuple[bool, str]:
+        """The UI's "Test" button: connect and read the sharding config."""
+        try:
+            with self.get_conn() as registry:
+                config = registry.sharding()
+        except Exception as exc:  # the button shows any failure, whatever its kind
+            return False, str(exc)
+        return True, f"registry {registry.root}: config v{config.version}"

@@ -16,6 +16,29 @@ from airflow.sdk import BaseOperator, Context
 from plugins.hooks.settings import OBJECT_STORE_CONN_ID, REGISTRY_CONN_ID
 
 
+def checked_params(model: Any, context: Context, settings: Any) -> Any:
+    """The run's params, parsed and checked; bad ones fail the task at once, never retried."""
+    from airflow.exceptions import AirflowFailException
+
+    from photon.ops.params import InvalidParamsError
+
+    try:
+        return model.parse(dict(context["params"])).check_settings(settings)
+    except InvalidParamsError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+def _window(params: Any) -> Any:
+    from airflow.exceptions import AirflowFailException
+
+    from photon.ops.params import InvalidParamsError
+
+    try:
+        return params.window()
+    except InvalidParamsError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
 class _PhotonOperator(BaseOperator):
     ui_color = "#e8f1fb"
 
@@ -40,6 +63,9 @@ class _PhotonOperator(BaseOperator):
 
         return task_settings(self.registry_conn_id, self.object_store_conn_id)
 
+    def _params(self, model: Any, context: Context, settings: Any) -> Any:
+        return checked_params(model, context, settings)
+
     def _log_table(self, title: str, data: Any) -> None:
         self.log.info("%s:\n%s", title, json.dumps(data, indent=2, default=str))
 
@@ -51,8 +77,8 @@ class GcBoundaryOperator(_PhotonOperator):
         from photon.ops.gc import advance_and_collect
         from photon.ops.params import GcParams
 
-        params = GcParams.parse(dict(context["params"]))
         settings = self._settings()
+        params = self._params(GcParams, context, settings)
         with self._registry() as registry:
             run = advance_and_collect(registry, settings.retention, dry_run=params.dry_run)
         result = run.to_dict()
@@ -67,9 +93,8 @@ class ReshardOperator(_PhotonOperator):
         from photon.ops import reshard
         from photon.ops.params import ReshardParams
 
-        params = ReshardParams.parse(dict(context["params"]))
         settings = self._settings()
-        params.check(settings.shards.max_clock_skew_s)  # before connecting: nothing changes
+        params = self._params(ReshardParams, context, settings)  # before connecting
         with self._registry() as registry:
             plan = reshard.plan(registry, params, settings.shards.max_clock_skew_s)
             self._log_table("resharding plan", plan.to_dict())
@@ -88,10 +113,9 @@ class RecoverOperator(_PhotonOperator):
         from photon.ops.recover import recover
         from photon.storage import ObjectStore
 
-        params = RecoverParams.parse(dict(context["params"]))
         settings = self._settings()
-        params.check_dc(settings.dcs)
-        window = params.window()
+        params = self._params(RecoverParams, context, settings)
+        window = _window(params)
         with self._registry() as registry:
             report = recover(
                 settings,
@@ -123,16 +147,17 @@ class ValidateParamsOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from photon.ops import params as models
+        from plugins.hooks.settings import task_settings
 
         model = getattr(models, self.model)
-        params = model.parse(dict(context["params"]))
+        params = checked_params(model, context, task_settings(None, None))
         run_id = str(context["run_id"])
         result: dict[str, Any] = {
             **params.model_dump(),
             "run": "".join(c if c.isalnum() or c in "._-+" else "_" for c in run_id),
         }
         if hasattr(params, "window"):
-            window = params.window()
+            window = _window(params)
             result |= {"start": window.start.isoformat(), "end": window.end.isoformat()}
         self.log.info("params: %s", result)
         return result

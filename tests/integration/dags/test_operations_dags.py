@@ -212,3 +212,31 @@ def test_recover_dag_restores_clicks_lost_between_registry_commit_and_output_wri
     assert report["completeness"]["duplicates"] == 0
     joined = Counter(r["click_id"] for r in rows_under(ops_photon.store, "joined/"))
     assert set(joined) == set(manifest.expected_joins) and max(joined.values()) == 1
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "conf", "failed_task"),
+    [
+        (
+            "photon_recover",
+            {"window_end": "2099-01-01T00:00:00+00:00", "dry_run": False},
+            "recover",
+        ),
+        ("photon_verify", {"window_end": "2099-01-01T00:00:00+00:00"}, "validate_params"),
+        (
+            "photon_recover",
+            {"window_start": "2026-01-02T00:00:00Z", "window_end": "2026-01-01T00:00:00Z"},
+            "recover",
+        ),
+        ("photon_recover", {"dc": "zz", "dry_run": False}, "recover"),
+        ("photon_logmap_compaction", {"dc": "zz"}, "validate_params"),
+    ],
+)
+def test_windows_in_the_future_and_unknown_dcs_fail_before_any_change(
+    run_dag: RunDag, ops_photon: OpsPhoton, dag_id: str, conf: dict[str, object], failed_task: str
+) -> None:
+    before = sorted(ops_photon.store.keys(""))
+    dag_run = run_dag(dag_id, **conf)
+    assert str(dag_run.state) == "failed"
+    assert task_states(dag_run)[failed_task] == "failed"
+    assert sorted(ops_photon.store.keys("")) == before  # no report, no run, nothing written

@@ -14,6 +14,7 @@ from photon.ops.params import (
     VerifyParams,
     resolve_window,
 )
+from photon.settings import load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -68,10 +69,13 @@ def test_naive_times_are_utc() -> None:
 
 
 def test_recover_checks_its_dc_and_is_a_dry_run_unless_told() -> None:
+    settings = load_settings(dcs=["a", "b"])
     params = RecoverParams.parse({"dc": "b"})
     assert params.dry_run is True
-    assert params.check_dc(["a", "b"]).dc == "b"
+    assert params.check_settings(settings).dc == "b"
     with pytest.raises(InvalidParamsError, match="not a configured DC"):
-        RecoverParams.parse({"dc": "z"}).check_dc(["a", "b"])
+        RecoverParams.parse({"dc": "z"}).check_settings(settings)
+    with pytest.raises(InvalidParamsError, match="not a configured DC"):
+        CompactionParams.parse({"dc": "z"}).check_settings(settings)
     with pytest.raises(InvalidParamsError):
         RecoverParams.parse({"dc": "Bad DC"})

@@ -1,0 +1,26 @@
+"""Photon as an Airflow provider: registers our connection types for the UI's connection form.
+
+Found by Airflow through the ``apache_airflow_provider`` entry point (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "photon-streams",
+        "name": "Photon",
+        "description": "Photon's IdRegistry (ZooKeeper) and object store (S3) connections.",
+        "connection-types": [
+            {
+                "connection-type": "photon_zookeeper",
+                "hook-class-name": "plugins.hooks.registry.PhotonRegistryHook",
+            },
+            {
+                "connection-type": "photon_s3",
+                "hook-class-name": "plugins.hooks.object_store.PhotonObjectStoreHook",
+            },
+        ],
+    }
