@@ -5,7 +5,10 @@ in ``multi`` transactions grouped by shard and time bucket; only the first
 attempt to register an id wins, and a retry by the same attempt (same token)
 is answered ``COMMITTED`` again. ``lookup`` answers ``ABSENT``/``PRESENT``,
 listing a bucket once where many ids share it. Ids below their shard's GC
-boundary answer ``TOO_OLD`` and are never written.
+boundary answer ``TOO_OLD`` and are never written. ``registered`` lists a
+window's ids with their tokens (verification, recovery); ``announce`` keeps
+an ephemeral ``members/<name>`` node saying which sharding config version a
+client uses (the resharding rollout reads them with ``members``).
 
 How it fails, and what it does then:
 

@@ -84,7 +84,7 @@ def plan(registry: IdRegistry, params: ReshardParams, max_clock_skew_s: float) -
 def apply(
     registry: IdRegistry, request: ReshardPlan, *, now_us: int | None = None
 ) -> ReshardApplied:
-    """Append the planned epoch (compare-and-set against the version the plan read)."""
+    """Append the planned epoch (compare-and-set on the config node: a concurrent change fails)."""
     if request.dry_run:
         raise ValueError("a dry run changes nothing: do not apply it")
     config = registry.append_epoch(request.shards, max_skew_s=request.skew_s, now_us=now_us)
