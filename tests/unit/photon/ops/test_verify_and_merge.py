@@ -1,0 +1,109 @@
+"""The pure parts of verification (completeness, the report) and of compaction (the merge)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from photon.join.logmap import MapEntry
+from photon.ops.compaction import merge, query_file_exists, sample_entries
+from photon.ops.verify import (
+    Completeness,
+    ExpectationOutcome,
+    Outputs,
+    VerifyReport,
+    completeness,
+    joined_frame,
+    render_html,
+)
+
+pytestmark = pytest.mark.unit
+
+T = 1_767_225_600_000_000
+
+
+def cid(n: int) -> str:
+    return f"10.0.0.1:1:{T + n}"
+
+
+def qid(n: int) -> str:
+    return f"10.0.9.1:1:{T - 1_000_000 + n}"
+
+
+def row(n: int, dc: str = "a", query: int | None = None) -> dict[str, object]:
+    return {"click_id": cid(n), "query_id": qid(n if query is None else query), "dc": dc,
+            "joined_at_us": T + n + 2_000_000}  # fmt: skip
+
+
+def test_completeness_counts_each_kind_of_click_once() -> None:
+    inputs = {cid(n): qid(n) for n in range(10)}
+    outputs = Outputs(
+        joined=[row(0), row(1), row(1, dc="b"), row(2, query=7), row(42)],
+        unjoinable={cid(3)},
+        too_old={cid(4)},
+    )
+    registered = {cid(0): "", cid(1): "a/x/1", cid(5): "a/x/2", cid(42): "b/y/1"}
+    result = completeness(inputs, outputs, registered, pending={cid(6)})
+    assert (result.input_clicks, result.joined, result.output_rows) == (10, 4, 5)
+    assert result.duplicates == 1 and result.wrong_query == 1 and result.unexpected == 1
+    assert (result.unjoinable, result.too_old, result.pending) == (1, 1, 1)
+    assert result.lost == 1 and result.lost_sample == [cid(5)]  # registered, in no output
+    assert result.missing == 4  # 5, 7, 8, 9: in no output and not pending
+    assert result.complete_pct == pytest.approx(100 * 3 / 8)
+    assert not result.complete
+
+
+def test_a_clean_window_is_complete_at_100_percent() -> None:
+    inputs = {cid(n): qid(n) for n in range(3)}
+    outputs = Outputs(joined=[row(0), row(1)], unjoinable={cid(2)}, too_old=set())
+    result = completeness(inputs, outputs, {cid(0): "a/x/1", cid(1): ""}, pending=set())
+    assert result.complete and result.complete_pct == 100.0 and result.missing == 0
+
+
+def test_the_frame_carries_latency_and_whether_the_query_matches_the_input() -> None:
+    frame = joined_frame([row(0), row(1, query=5)], {cid(0): qid(0), cid(1): qid(1)})
+    assert list(frame["latency_s"]) == [2.0, 2.0]
+    assert list(frame["query_id_matches_input"]) == [True, False]
+
+
+def test_the_html_report_says_passed_or_failed_and_escapes_values() -> None:
+    base = completeness({}, Outputs([], set(), set()), {}, set())
+    failed = ExpectationOutcome("expect_column_values_to_be_unique", "click_id", False, 2, 2,
+                                ["<b>"])  # fmt: skip
+    report = VerifyReport("run-1", "2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00",
+                          base, [failed])  # fmt: skip
+    page = render_html(report)
+    assert "FAILED" in page and "&lt;b&gt;" in page and "<b>" not in page
+    assert report.failures == ["expect_column_values_to_be_unique(click_id): 2 unexpected"]
+    assert report.to_dict()["passed"] is False
+    assert isinstance(report.completeness, Completeness)
+
+
+def test_merge_drops_expired_entries_missing_files_and_duplicates() -> None:
+    entries = [
+        MapEntry("10.0.0.1:1", T + 5, "a.log", 100),
+        MapEntry("10.0.0.1:1", T + 5, "a.log", 100),  # the same entry from two runs
+        MapEntry("10.0.0.1:1", T - 5, "a.log", 0),  # below the boundary
+        MapEntry("10.0.0.2:1", T + 9, "gone.log", 0),  # its file was deleted
+        MapEntry("10.0.0.1:1", T + 1, "a.log", 50),
+    ]
+    merged, report = merge(entries, T, lambda name: name == "a.log")
+    assert merged == [entries[4], entries[0]]
+    assert (report.entries_before, report.entries_after) == (5, 2)
+    assert (report.duplicates, report.dropped_expired, report.dropped_missing_file) == (1, 1, 1)
+
+
+def test_only_plain_names_inside_the_query_directory_count_as_existing(tmp_path: Path) -> None:
+    directory = tmp_path
+    (directory / "q.log").write_text("")
+    exists = query_file_exists(directory)
+    assert exists("q.log")
+    assert not exists("../q.log") and not exists("") and not exists("other.log")
+
+
+def test_a_sample_is_spread_over_the_entries_and_never_larger_than_asked() -> None:
+    entries = [MapEntry("p:1", T + n, "a.log", n) for n in range(100)]
+    assert len(sample_entries(entries, 10)) == 10
+    assert sample_entries(entries, 10)[1].ts_us - sample_entries(entries, 10)[0].ts_us == 10
+    assert sample_entries(entries, 0) == [] and len(sample_entries(entries[:3], 10)) == 3
