@@ -63,9 +63,6 @@ class _PhotonOperator(BaseOperator):
 
         return task_settings(self.registry_conn_id, self.object_store_conn_id)
 
-    def _params(self, model: Any, context: Context, settings: Any) -> Any:
-        return checked_params(model, context, settings)
-
     def _log_table(self, title: str, data: Any) -> None:
         self.log.info("%s:\n%s", title, json.dumps(data, indent=2, default=str))
 
@@ -78,7 +75,7 @@ class GcBoundaryOperator(_PhotonOperator):
         from photon.ops.params import GcParams
 
         settings = self._settings()
-        params = self._params(GcParams, context, settings)
+        params = checked_params(GcParams, context, settings)
         with self._registry() as registry:
             run = advance_and_collect(registry, settings.retention, dry_run=params.dry_run)
         result = run.to_dict()
@@ -94,7 +91,7 @@ class ReshardOperator(_PhotonOperator):
         from photon.ops.params import ReshardParams
 
         settings = self._settings()
-        params = self._params(ReshardParams, context, settings)  # before connecting
+        params = checked_params(ReshardParams, context, settings)  # before connecting
         with self._registry() as registry:
             plan = reshard.plan(registry, params, settings.shards.max_clock_skew_s)
             self._log_table("resharding plan", plan.to_dict())
@@ -114,7 +111,7 @@ class RecoverOperator(_PhotonOperator):
         from photon.storage import ObjectStore
 
         settings = self._settings()
-        params = self._params(RecoverParams, context, settings)
+        params = checked_params(RecoverParams, context, settings)
         window = _window(params)
         with self._registry() as registry:
             report = recover(
