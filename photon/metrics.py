@@ -87,3 +87,10 @@ RETRIES_PENDING = Gauge(
     "Clicks in the joiner's retry store, waiting for their query.",
     ["dc"],
 )
+
+FAULTS_INJECTED = Counter(
+    "photon_faults_injected_total",
+    "Faults injected by the chaos settings (faults.*), by kind: crash_after_commit, "
+    "crash_mid_write, s3_error, registry_delay.",
+    ["kind"],
+)

@@ -312,6 +312,20 @@ class StackSettings(_Section):
         return named | {"redis_port": self.redis_port, "s3_port": self.s3_port}
 
 
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class FaultSettings(_Section):
+    """Fault injection for the chaos suite (see :mod:`photon.faults`); all off by default."""
+
+    crash_after_commit_p: Probability = 0.0
+    crash_mid_write_p: Probability = 0.0
+    s3_error_p: Probability = 0.0
+    s3_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0
+    registry_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0
+    seed: int | None = None
+
+
 class AirflowSettings(_Section):
     """Local Airflow (``photon airflow up``): its API server/UI and its PostgreSQL."""
 
@@ -365,6 +379,7 @@ class PhotonSettings(BaseSettings):
     pipeline: PipelineSettings = PipelineSettings()
     stack: StackSettings = StackSettings()
     airflow: AirflowSettings = AirflowSettings()
+    faults: FaultSettings = FaultSettings()
 
     _split = field_validator("dcs", mode="before")(_split_list)
 

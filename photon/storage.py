@@ -26,6 +26,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from photon.faults import NO_FAULTS, FaultInjector
 from photon.settings import PhotonSettings
 from photon.stack.s3 import s3_client
 
@@ -63,6 +64,8 @@ class ObjectStore:
             raise ValueError(f"attempts must be at least 1, not {attempts}")
         self.bucket = bucket
         self._s3 = client
+        #: Chaos only (faults.*): off unless the settings switch it on.
+        self.faults = NO_FAULTS
         self._attempts = attempts
         self._max_backoff_s = max_backoff_s
 
@@ -70,7 +73,11 @@ class ObjectStore:
     def from_settings(cls, settings: PhotonSettings, *, timeout_s: float = 10.0) -> ObjectStore:
         # boto3 retries once inside; our own backoff (tenacity) does the rest.
         client = s3_client(settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s, attempts=1)
-        return cls(client, settings.s3.bucket)
+        store = cls(client, settings.s3.bucket)
+        faults = FaultInjector(settings.faults)
+        if faults.active:
+            store.faults = faults
+        return store
 
     def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         """Write ``data`` under ``key``; with ``if_absent``, only if no object is there.
@@ -79,7 +86,9 @@ class ObjectStore:
         """
         if if_absent and self.exists(key):
             return False
-        self._call(self._s3.put_object, Bucket=self.bucket, Key=key, Body=data)
+        self.faults.write(
+            key, lambda: self._call(self._s3.put_object, Bucket=self.bucket, Key=key, Body=data)
+        )
         return True
 
     def get(self, key: str) -> bytes | None:
@@ -142,8 +151,13 @@ class ObjectStore:
             retry=retry_if_exception(_transient),
             reraise=False,
         )
+
+        def attempt() -> Any:
+            self.faults.before_s3_call(func.__name__)
+            return func(**kwargs)
+
         try:
-            return retrying(func, **kwargs)
+            return retrying(attempt)
         except RetryError as exc:
             cause = exc.last_attempt.exception()
             raise ObjectStoreError(

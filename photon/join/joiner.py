@@ -52,6 +52,7 @@ from photon.events.records import (
     decode_line,
     decode_query,
 )
+from photon.faults import NO_FAULTS, FaultInjector
 from photon.join.adapter import Adapter, schema_of
 from photon.join.cache import CacheEventStore
 from photon.join.logstore import LogsEventStore
@@ -178,6 +179,7 @@ class Joiner:
         logmap_refresh_s: float = 1.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
         sleep: Callable[[float], None] = time.sleep,
+        faults: FaultInjector = NO_FAULTS,
     ) -> None:
         if "/" in attempt or not attempt:
             raise ValueError(f"attempt {attempt!r} must be a non-empty name without '/'")
@@ -202,6 +204,7 @@ class Joiner:
             raise ValueError(f"reader_wait_s must not be negative, not {reader_wait_s}")
         self.reader_wait_s = reader_wait_s
         self.sleep = sleep
+        self.faults = faults
         self.logmap_refresh_s = logmap_refresh_s
         self.clock = clock
         adapter_schema = schema_of(adapter)
@@ -320,9 +323,11 @@ class Joiner:
         too_old_rows: list[dict[str, Any]] = []
         if to_register:
             register_started = time.perf_counter()
+            self.faults.before_registry_call()
             results = self.registry.register(
                 (click.event.click_id, token) for click, _ in to_register
             )
+            self.faults.after_commit(batch)  # chaos: a crash here loses the write, not the ids
             metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "register").observe(
                 time.perf_counter() - register_started
             )
@@ -406,6 +411,7 @@ class Joiner:
         if not clicks:
             return [], []
         lookup_started = time.perf_counter()
+        self.faults.before_registry_call()
         found = self.registry.lookup(c.event.click_id for c in clicks)
         metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "lookup").observe(
             time.perf_counter() - lookup_started

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photon.faults import FaultInjector
 from photon.join.adapter import load_adapter
 from photon.join.cache import CacheEventStore
 from photon.join.joiner import Joiner
@@ -128,6 +129,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             affinity_grace_s=settings.pipeline.affinity_grace_s,
             skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
             reader_wait_s=settings.pipeline.reader_wait_s,
+            faults=FaultInjector(settings.faults),
         )
     except BaseException:
         app.close()

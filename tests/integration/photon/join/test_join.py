@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -380,3 +380,29 @@ def test_with_the_preferred_dc_down_the_other_joins_after_the_grace(
     run_dc(a, root, clock, clicks_first=False)
     joined = check_exactly_once(store, manifest)
     assert {r["dc"] for r in joined} == {"a"}
+
+
+def test_an_injected_crash_after_commit_leaves_ids_registered_and_unwritten(
+    make_dc: MakeDc, store: ObjectStore, registry: IdRegistry, logs: tuple[Path, Manifest]
+) -> None:
+    from photon.faults import CRASH_EXIT_CODE, FaultInjector
+    from photon.settings import FaultSettings
+
+    def killed(code: int) -> NoReturn:
+        raise SystemExit(code)
+
+    root, _ = logs
+    clock = Clock(START_US + 600 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    [clicks, *_] = batches(root / "a" / "clicks", 16 * 1024)
+    a.joiner.faults = FaultInjector(FaultSettings(crash_after_commit_p=1.0), exit=killed)
+
+    with pytest.raises(SystemExit) as info:
+        a.joiner.process("000000000000", clicks)
+
+    assert info.value.code == CRASH_EXIT_CODE
+    ids = {c for c in map(_click_id, clicks) if c is not None}
+    assert [c for c in ids if registry.read_token(c) == "a/run1/000000000000"]
+    assert list(store.keys("joined/")) == []
+    assert a.retries.unfinished_batches() == ["000000000000"]  # Spark's replay writes them

@@ -1,0 +1,114 @@
+"""Fault injection points of the pipelines, for the chaos suite: off unless configured.
+
+Settings ``faults.*`` (environment ``PHOTON_FAULTS__*``) switch them on in a
+process; each is a probability per opportunity, drawn from a generator
+seeded by ``faults.seed`` (unset: random):
+
+* ``crash_after_commit_p`` — the joiner exits hard (``os._exit``, as kill -9
+  would: no cleanup, no flush) right after its registry commit and before
+  its output write: the ids are registered with the batch's token and in no
+  output;
+* ``crash_mid_write_p`` — the process exits hard while an object store write
+  is in flight: the object may or may not exist;
+* ``s3_error_p`` — an object store call fails with a connection timeout
+  before it is sent (the store's bounded retries then take over);
+  ``s3_delay_s`` — every object store call waits this long first;
+* ``registry_delay_s`` — every registry call a joiner makes waits this long
+  first (a slow ensemble).
+
+How it fails: never on its own; each fault counts in
+``photon_faults_injected_total{kind}`` and is logged before it strikes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import structlog
+from botocore.exceptions import ConnectTimeoutError
+
+from photon import metrics
+from photon.settings import FaultSettings
+
+log = structlog.get_logger(__name__)
+
+#: The exit status of an injected crash (what a SIGKILL'd process reports, 128 + 9).
+CRASH_EXIT_CODE = 137
+
+
+def _hard_exit(code: int) -> NoReturn:
+    os._exit(code)
+
+
+class FaultInjector:
+    def __init__(
+        self,
+        settings: FaultSettings,
+        *,
+        exit: Callable[[int], NoReturn] = _hard_exit,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self._random = random.Random(settings.seed)
+        self._lock = threading.Lock()
+        self._exit = exit
+        self._sleep = sleep
+
+    @property
+    def active(self) -> bool:
+        s = self.settings
+        return any(
+            (
+                s.crash_after_commit_p,
+                s.crash_mid_write_p,
+                s.s3_error_p,
+                s.s3_delay_s,
+                s.registry_delay_s,
+            )
+        )
+
+    def _hit(self, probability: float) -> bool:
+        if probability <= 0:
+            return False
+        with self._lock:
+            return self._random.random() < probability
+
+    def _crash(self, kind: str, **context: Any) -> NoReturn:
+        metrics.FAULTS_INJECTED.labels(kind).inc()
+        log.warning("fault.crash", kind=kind, **context)
+        self._exit(CRASH_EXIT_CODE)
+
+    def after_commit(self, batch: str) -> None:
+        """Called between a batch's registry commit and its output write."""
+        if self._hit(self.settings.crash_after_commit_p):
+            self._crash("crash_after_commit", batch=batch)
+
+    def write(self, key: str, put: Callable[[], Any]) -> Any:
+        """Run an object store write, or crash while it is in flight."""
+        if not self._hit(self.settings.crash_mid_write_p):
+            return put()
+        writer = threading.Thread(target=put, daemon=True)
+        writer.start()
+        writer.join(timeout=self._random.uniform(0.0, 0.02))  # the write may finish, or not
+        self._crash("crash_mid_write", key=key)
+
+    def before_s3_call(self, operation: str) -> None:
+        if self.settings.s3_delay_s:
+            self._sleep(self.settings.s3_delay_s)
+        if self._hit(self.settings.s3_error_p):
+            metrics.FAULTS_INJECTED.labels("s3_error").inc()
+            log.warning("fault.s3_error", operation=operation)
+            raise ConnectTimeoutError(endpoint_url=f"injected fault in {operation}")
+
+    def before_registry_call(self) -> None:
+        if self.settings.registry_delay_s:
+            metrics.FAULTS_INJECTED.labels("registry_delay").inc()
+            self._sleep(self.settings.registry_delay_s)
+
+
+NO_FAULTS = FaultInjector(FaultSettings())

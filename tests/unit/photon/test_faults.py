@@ -1,0 +1,78 @@
+"""Fault injection points: off by default, each fault when and only when configured."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import pytest
+from botocore.exceptions import ConnectTimeoutError
+
+from photon.faults import CRASH_EXIT_CODE, NO_FAULTS, FaultInjector
+from photon.settings import FaultSettings, SettingsError, load_settings
+from photon.storage import _transient
+
+pytestmark = pytest.mark.unit
+
+
+class Crashed(Exception):
+    pass
+
+
+def crash(code: int) -> NoReturn:
+    raise Crashed(code)
+
+
+def test_no_fault_is_on_by_default() -> None:
+    assert not NO_FAULTS.active and not FaultInjector(load_settings().faults).active
+    NO_FAULTS.after_commit("0")
+    NO_FAULTS.before_s3_call("put_object")
+    NO_FAULTS.before_registry_call()
+    assert NO_FAULTS.write("k", lambda: "written") == "written"
+
+
+def test_a_crash_after_commit_exits_as_a_killed_process_would() -> None:
+    faults = FaultInjector(FaultSettings(crash_after_commit_p=1.0), exit=crash)
+    with pytest.raises(Crashed) as info:
+        faults.after_commit("000000000007")
+    assert info.value.args == (CRASH_EXIT_CODE,)
+
+
+def test_a_crash_mid_write_starts_the_write_then_exits() -> None:
+    started = []
+    faults = FaultInjector(FaultSettings(crash_mid_write_p=1.0), exit=crash)
+    with pytest.raises(Crashed):
+        faults.write("joined/x", lambda: started.append(True))
+    assert started == [True]
+
+
+def test_s3_errors_are_transient_timeouts_and_delays_wait() -> None:
+    waits: list[float] = []
+    faults = FaultInjector(
+        FaultSettings(s3_error_p=1.0, s3_delay_s=0.5, registry_delay_s=0.25), sleep=waits.append
+    )
+    with pytest.raises(ConnectTimeoutError) as info:
+        faults.before_s3_call("put_object")
+    assert _transient(info.value)  # the store's bounded retries take it
+    faults.before_registry_call()
+    assert waits == [0.5, 0.25]
+
+
+def test_the_same_seed_strikes_at_the_same_opportunities() -> None:
+    def strikes(seed: int) -> list[bool]:
+        faults = FaultInjector(FaultSettings(s3_error_p=0.3, seed=seed))
+        hits = []
+        for _ in range(50):
+            try:
+                faults.before_s3_call("get_object")
+                hits.append(False)
+            except ConnectTimeoutError:
+                hits.append(True)
+        return hits
+
+    assert strikes(7) == strikes(7) and any(strikes(7)) and not all(strikes(7))
+
+
+@pytest.mark.parametrize("name", ["crash_after_commit_p", "crash_mid_write_p", "s3_error_p"])
+def test_probabilities_outside_zero_to_one_are_rejected(name: str) -> None:
+    with pytest.raises(SettingsError, match=f"faults.{name}"):
+        load_settings(faults={name: 1.5})
