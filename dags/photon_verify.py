@@ -35,8 +35,8 @@ Expectations suite over the joined rows: `click_id` unique across all DCs,
 required fields not null, `query_id` well formed and equal to the input's,
 latency within `latency_bound_s`.
 
-The run **fails** when an expectation fails or a click is missing, lost or
-still pending;
+The run **fails** when an expectation fails or a click is missing or lost
+(pending clicks are reported only);
 the report (JSON + HTML) is in the object store under
 `reports/verify/<run>/`. Ids registered but in no output (*lost*) are what
 `photon_recover` repairs. Tokens of ids confirmed in the output are cleared.
