@@ -30,27 +30,22 @@ hits >= 90% in steady state.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from photon.gen.model import GenConfig
 from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.output import decode
-from photon.join.runtime import JOINER, QUERY_READER
 from photon.pipeline import app_summary, run_pipelines
-from photon.registry_access import connect_registry
+from photon.runs import clean_up, environment, wait_until_streaming, write_live
 from photon.settings import PhotonSettings, load_settings
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
@@ -136,20 +131,6 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def _phase(
     workdir: Path,
     name: str,
@@ -167,7 +148,7 @@ def _phase(
         "PHOTON_S3__BUCKET": f"photon-bench-{stamp}",
         "PHOTON_REDIS__KEY_PREFIX": f"photon-bench-{stamp}:q",
     }
-    with _environment(defaults | own):
+    with environment(defaults | own):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
         store = ObjectStore.from_settings(settings)
@@ -177,16 +158,16 @@ def _phase(
             writer: threading.Thread | None = None
             if live:
 
-                def write_live() -> None:
+                def start_writer() -> None:
                     # Steady state: the ad servers start once every app is streaming
                     # (Spark start-up is not the join's latency), each line at its time.
-                    if not _wait_until_streaming(settings, finished):
+                    if not wait_until_streaming(settings, finished):
                         return
                     # A process of its own: sharing this one's GIL, the writer fell seconds
                     # behind the clock, and that lag would count as the join's latency.
                     cfg = cfg_for(settings)
                     process = multiprocessing.get_context("spawn").Process(
-                        target=_write_live,
+                        target=write_live,
                         args=(cfg.model_dump_json(), str(settings.logs_root)),
                         daemon=True,
                     )
@@ -194,7 +175,7 @@ def _phase(
                     process.join()
                     figures.clicks_in = load_manifest(settings.logs_root).clicks
 
-                writer = threading.Thread(target=write_live, daemon=True)
+                writer = threading.Thread(target=start_writer, daemon=True)
                 writer.start()
             else:
                 sim = simulate(cfg_for(settings))
@@ -219,51 +200,8 @@ def _phase(
                     (r["click_ts_us"], (seen_us - r["click_ts_us"]) / 1e6) for r in rows
                 ]
         finally:
-            _clean_up(settings, store)
+            clean_up(settings, store)
     return figures
-
-
-def _write_live(config_json: str, logs_root: str) -> None:
-    # Ad servers have machines of their own; here they share two cores with
-    # every app, and lines written late would count as the join's latency.
-    with contextlib.suppress(OSError):  # raising priority needs root (CI has it)
-        os.nice(-10)
-    write(simulate(GenConfig.model_validate_json(config_json)), Path(logs_root), live=True)
-
-
-def _wait_until_streaming(
-    settings: PhotonSettings, finished: threading.Event, timeout_s: float = 300.0
-) -> bool:
-    """Wait until every app's streaming query has started (Spark wrote its checkpoint)."""
-    markers = [
-        settings.pipeline_dir(dc, app) / "checkpoint" / "metadata"
-        for dc in settings.dcs
-        for app in (JOINER, QUERY_READER)
-    ]
-    deadline = time.monotonic() + timeout_s
-    while not all(m.exists() for m in markers):
-        if finished.wait(0.5) or time.monotonic() > deadline:
-            return False
-    return True
-
-
-def _clean_up(settings: PhotonSettings, store: ObjectStore) -> None:
-    """Drop what the phase left in the stack: its registry root, bucket and cache keys.
-
-    A benchmark leaves ~1 KiB an id on every ZooKeeper node otherwise: a few
-    runs would fill their heaps.
-    """
-    with connect_registry(settings) as registry:
-        registry.drop()
-    store.delete(list(store.keys("")))
-    s3_client(settings.s3_endpoint_url, settings.s3).delete_bucket(Bucket=settings.s3.bucket)
-    cache = redis.Redis.from_url(settings.redis_url)
-    try:
-        keys = list(cache.scan_iter(match=f"{settings.redis.key_prefix}:*", count=10_000))
-        for start in range(0, len(keys), 10_000):
-            cache.unlink(*keys[start : start + 10_000])
-    finally:
-        cache.close()
 
 
 def run(

@@ -1,0 +1,218 @@
+"""A service manager for the DC pipelines under chaos: restarts what dies, unless told not to.
+
+In a deployment each app runs under a service manager (systemd, Kubernetes)
+that restarts it when it dies. :class:`Supervisor` plays that part for the
+chaos harness: it starts each DC's query reader and joiner as child
+processes (the same command lines as ``photon run``), restarts an app that
+exits for any reason after ``restart_delay_s``, and lets the harness inject
+faults: ``kill(dc, app)`` (SIGKILL: the app is restarted), ``take_down(dc)``
+(SIGKILL both apps; nothing restarts them until ``bring_up(dc)``),
+``crash_with_lost_state`` (one run with a fault setting that crashes it, then
+its local state wiped, as a lost disk would, and a fresh start).
+
+How it fails: an app that keeps dying is restarted each time (the harness
+reports the restarts); ``stop()`` sends SIGTERM to every app, then SIGKILL
+after ``stop_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from photon.join.runtime import JOINER, QUERY_READER
+from photon.pipeline import app_argv
+from photon.settings import PhotonSettings
+
+log = structlog.get_logger(__name__)
+
+APPS = (QUERY_READER, JOINER)
+
+
+@dataclass
+class _App:
+    dc: str
+    app: str
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    exited_at: float | None = None  # when the watcher first saw it dead
+
+
+@dataclass
+class SupervisorEvents:
+    """What happened to the apps, for the chaos report."""
+
+    starts: Counter[str] = field(default_factory=Counter)  # "<app>[<dc>]" -> starts
+    kills: list[dict[str, object]] = field(default_factory=list)
+    exits: list[dict[str, object]] = field(default_factory=list)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        settings: PhotonSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+        config: Path | None = None,
+        restart_delay_s: float = 1.0,
+        stop_timeout_s: float = 60.0,
+    ) -> None:
+        self.settings = settings
+        self.env = {**os.environ, **(env or {})}
+        self.config = config
+        self.restart_delay_s = restart_delay_s
+        self.stop_timeout_s = stop_timeout_s
+        self.events = SupervisorEvents()
+        self._apps = {
+            (dc, app): _App(dc, app, settings.pipeline_dir(dc, app) / "app.log")
+            for dc in settings.dcs
+            for app in APPS
+        }
+        self._down: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+
+    # -- the harness's controls -----------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            for key in self._apps:
+                self._start(*key)
+        self._watcher.start()
+
+    def kill(self, dc: str, app: str) -> int | None:
+        """SIGKILL one app (it is restarted); returns the pid killed, None if it was not up."""
+        with self._lock:
+            entry = self._apps[(dc, app)]
+            if entry.process is None or entry.process.poll() is not None:
+                return None
+            pid = entry.process.pid
+            entry.process.kill()
+            self.events.kills.append({"dc": dc, "app": app, "pid": pid, "at": time.time()})
+            log.warning("chaos.kill", dc=dc, app=app, pid=pid)
+            return pid
+
+    def take_down(self, dc: str) -> None:
+        """The whole DC pipeline dies (SIGKILL) and stays down until :meth:`bring_up`."""
+        with self._lock:
+            self._down.add(dc)
+            for app in APPS:
+                entry = self._apps[(dc, app)]
+                if entry.process is not None and entry.process.poll() is None:
+                    entry.process.kill()
+                    entry.process.wait()
+        log.warning("chaos.dc_down", dc=dc)
+
+    def bring_up(self, dc: str) -> None:
+        with self._lock:
+            self._down.discard(dc)
+            for app in APPS:
+                entry = self._apps[(dc, app)]
+                if entry.process is None or entry.process.poll() is not None:
+                    self._start(dc, app)
+        log.warning("chaos.dc_up", dc=dc)
+
+    def crash_with_lost_state(
+        self, dc: str, app: str, env: Mapping[str, str], timeout_s: float
+    ) -> int | None:
+        """Restart ``app`` once with ``env`` (a fault that makes it crash), then wipe its state.
+
+        The app's local state (checkpoint, retry store, attempt name) goes as a
+        lost disk would take it; it is then started afresh, as a new attempt.
+        Returns the faulty run's exit status (None if it did not exit in time).
+        """
+        with self._lock:
+            self._down.add(dc)  # the watcher leaves this DC alone meanwhile
+            entry = self._apps[(dc, app)]
+            if entry.process is not None and entry.process.poll() is None:
+                entry.process.kill()
+                entry.process.wait()
+            self._start(dc, app, extra_env=env)
+            process = entry.process
+        assert process is not None
+        try:
+            code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            code = None
+        with self._lock:
+            shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
+            self._start(dc, app)
+            self._down.discard(dc)
+        log.warning("chaos.crash_with_lost_state", dc=dc, app=app, code=code)
+        return code
+
+    def running(self, dc: str, app: str) -> bool:
+        entry = self._apps[(dc, app)]
+        return entry.process is not None and entry.process.poll() is None
+
+    def pids(self) -> dict[str, int]:
+        return {
+            f"{app}[{dc}]": e.process.pid
+            for (dc, app), e in self._apps.items()
+            if e.process is not None and e.process.poll() is None
+        }
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher.is_alive():
+            self._watcher.join(timeout=5)
+        with self._lock:
+            live = [
+                e.process for e in self._apps.values() if e.process and e.process.poll() is None
+            ]
+        for process in live:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout_s
+        for process in live:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _start(self, dc: str, app: str, extra_env: Mapping[str, str] | None = None) -> None:
+        entry = self._apps[(dc, app)]
+        entry.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with entry.log_path.open("ab") as log_file:
+            entry.process = subprocess.Popen(
+                app_argv(app, dc, until_idle_s=None, config=self.config),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**self.env, **(extra_env or {})},
+            )
+        entry.exited_at = None
+        self.events.starts[f"{app}[{dc}]"] += 1
+        log.info("chaos.start", dc=dc, app=app, pid=entry.process.pid)
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(0.2):
+            with self._lock:
+                for (dc, app), entry in self._apps.items():
+                    if entry.process is None or dc in self._down:
+                        continue
+                    code = entry.process.poll()
+                    if code is None:
+                        continue
+                    if entry.exited_at is None:
+                        entry.exited_at = time.monotonic()
+                        self.events.exits.append(
+                            {"dc": dc, "app": app, "pid": entry.process.pid, "code": code}
+                        )
+                    if time.monotonic() - entry.exited_at >= self.restart_delay_s:
+                        self._start(dc, app)
