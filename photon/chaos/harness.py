@@ -247,7 +247,7 @@ def _run(
         sampler = _Sampler(store, config.sample_s, stream_started)
         sampler.start()
         step(f"stream of {config.queries} queries over {config.duration_s:.0f} s; faults strike")
-        _inject(settings, stack, supervisor, sampler, config, report, stream_started)
+        _inject(settings, stack, supervisor, config, report, stream_started)
         writer.join()
         step("stream written; waiting for the output to settle")
         _wait_idle(sampler, config.idle_s)
@@ -319,7 +319,6 @@ def _inject(
     settings: PhotonSettings,
     stack: LocalStack,
     supervisor: Supervisor,
-    sampler: _Sampler,
     config: ChaosConfig,
     report: ChaosReport,
     stream_started: float,
