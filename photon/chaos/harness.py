@@ -49,7 +49,7 @@ import structlog
 from photon.chaos.supervisor import Supervisor
 from photon.gen.model import GenConfig
 from photon.gen.simulator import load_manifest
-from photon.join.output import decode
+from photon.join.output import decode, rows_under
 from photon.join.runtime import JOINER
 from photon.ops.params import Window
 from photon.ops.recover import recover
@@ -289,7 +289,7 @@ def _run(
         final = after.completeness
         report.joined = final.joined
         report.unjoinable = final.unjoinable
-        final_ids = {r["click_id"] for r in _joined_rows(store)}
+        final_ids = {r["click_id"] for r in rows_under(store, "joined/")}
         report.missing_after_recovery = len(set(manifest.expected_joins) - final_ids)
         report.duplicates_seen = max(report.duplicates_seen, final.duplicates)
     finally:
@@ -304,15 +304,6 @@ def _iso(ts_us: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ts_us / _US, tz=UTC).isoformat()
-
-
-def _joined_rows(store: ObjectStore) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for key in store.keys("joined/"):
-        data = store.get(key)
-        if data is not None:
-            rows += decode(data)
-    return rows
 
 
 def _inject(

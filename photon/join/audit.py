@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from photon.gen.model import Manifest
-from photon.join.output import decode
+from photon.join.output import rows_under
 from photon.storage import ObjectStore
 
 
@@ -42,15 +42,6 @@ class Audit:
 
     def to_dict(self) -> dict[str, Any]:
         return {**vars(self), "exactly_once": self.exactly_once}
-
-
-def rows_under(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for key in store.keys(prefix):
-        data = store.get(key)
-        if data is not None:
-            rows += decode(data)
-    return rows
 
 
 def audit(store: ObjectStore, manifest: Manifest) -> Audit:

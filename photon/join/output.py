@@ -93,6 +93,16 @@ def decode(data: bytes) -> list[dict[str, Any]]:
     return rows
 
 
+def rows_under(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
+    """Every row of every object under ``prefix`` (objects deleted meanwhile are skipped)."""
+    rows: list[dict[str, Any]] = []
+    for key in store.keys(prefix):
+        data = store.get(key)
+        if data is not None:
+            rows += decode(data)
+    return rows
+
+
 class OutputWriter:
     """Writes one DC's batches; every write is write-once by key."""
 

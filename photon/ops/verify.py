@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
-from photon.join.output import decode
+from photon.join.output import rows_under
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
 from photon.ops.params import Window
@@ -111,15 +111,6 @@ def read_outputs(store: ObjectStore, window: Window) -> Outputs:
 
     joined = [r for r in rows_under(store, "joined/") if in_window(r["click_id"], window)]
     return Outputs(joined, ids_under("unjoinable/"), ids_under("too_old/"))
-
-
-def rows_under(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for key in store.keys(prefix):
-        data = store.get(key)
-        if data is not None:
-            rows += decode(data)
-    return rows
 
 
 def pending_retries(settings: PhotonSettings) -> set[str]:

@@ -13,7 +13,8 @@ from photon.settings import load_settings
 from photon.stack.manager import LocalStack
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
-from tests.integration.ops_pipelines import Clock, OpsPhoton, S, ops_environment
+from tests.integration.ops_pipelines import OpsPhoton, S, ops_environment
+from tests.integration.photon.join.conftest import Clock
 
 
 @pytest.fixture

@@ -20,31 +20,13 @@ from typing import Any
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.runtime import JoinerApp, QueryReaderApp, build_joiner, build_query_reader
-from photon.logs.reader import GrowingLogReader, LogLine
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
 from tests.conftest import settings_from_env
+from tests.integration.photon.join.conftest import Clock, batches
 
 S = 1_000_000
-
-
-class Clock:
-    def __init__(self, now_us: int) -> None:
-        self.now_us = now_us
-
-    def __call__(self) -> int:
-        return self.now_us
-
-
-def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
-    reader = GrowingLogReader(directory)
-    offsets: dict[str, int] = {}
-    out = []
-    while (read := reader.read(offsets, max_bytes=max_bytes)).lines:
-        out.append(read.lines)
-        offsets = read.offsets
-    return out
 
 
 @dataclass

@@ -17,6 +17,7 @@ from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
+from photon.logs.reader import GrowingLogReader, LogLine
 from photon.settings import PhotonSettings, RetrySettings
 from photon.stack.manager import LocalStack
 from photon.stack.s3 import s3_client
@@ -38,6 +39,17 @@ class Clock:
 
     def __call__(self) -> int:
         return self.now_us
+
+
+def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
+    """A directory's log lines, read in slices of ``max_bytes`` as micro-batches would be."""
+    reader = GrowingLogReader(directory)
+    offsets: dict[str, int] = {}
+    out = []
+    while (read := reader.read(offsets, max_bytes=max_bytes)).lines:
+        out.append(read.lines)
+        offsets = read.offsets
+    return out
 
 
 @dataclass

@@ -17,12 +17,12 @@ from photon.events.records import ClickEvent, Stream, decode_line
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.output import decode
-from photon.logs.reader import GrowingLogReader, LogLine
+from photon.logs.reader import LogLine
 from photon.stack.ports import free_ports
 from photon.storage import ObjectStore
 from registry import IdRegistry
 
-from .conftest import Clock, DcParts, MakeDc
+from .conftest import Clock, DcParts, MakeDc, batches
 
 pytestmark = pytest.mark.integration
 
@@ -58,16 +58,6 @@ def crashing(why: str) -> Callable[..., None]:
         raise SystemExit(why)
 
     return crash
-
-
-def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
-    reader = GrowingLogReader(directory)
-    offsets: dict[str, int] = {}
-    out = []
-    while (read := reader.read(offsets, max_bytes=max_bytes)).lines:
-        out.append(read.lines)
-        offsets = read.offsets
-    return out
 
 
 def read_every_query(parts: DcParts, root: Path) -> None:
