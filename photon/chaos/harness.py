@@ -41,6 +41,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -264,11 +265,8 @@ def _run(
         report.expected_joins = len(manifest.expected_joins)
         joined = set(sampler.counts)
         report.missing_before_recovery = len(set(manifest.expected_joins) - joined)
-        window = Window.model_validate(
-            {
-                "start": _iso(start_us - 3600 * _US),
-                "end": _iso(time.time_ns() // 1000),
-            }
+        window = Window(
+            start=datetime.fromtimestamp(start_us / _US - 3600, tz=UTC), end=datetime.now(UTC)
         )
         step("verification, then recovery of lost clicks")
         with connect_registry(settings) as registry:
@@ -298,12 +296,6 @@ def _run(
         _thaw_s3(stack)
     report.seconds = round(time.monotonic() - started, 1)
     return report
-
-
-def _iso(ts_us: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts_us / _US, tz=UTC).isoformat()
 
 
 def _inject(

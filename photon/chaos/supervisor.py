@@ -30,13 +30,13 @@ from pathlib import Path
 
 import structlog
 
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.pipeline import APPS as APP_MODULES
 from photon.pipeline import app_argv
 from photon.settings import PhotonSettings
 
 log = structlog.get_logger(__name__)
 
-APPS = (QUERY_READER, JOINER)
+APPS = tuple(APP_MODULES)  # the query reader first, as `photon run` starts them
 
 
 @dataclass

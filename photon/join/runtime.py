@@ -37,6 +37,17 @@ JOINER = "joiner"
 QUERY_READER = "query-reader"
 
 
+def retry_store_path(settings: PhotonSettings, dc: str) -> Path:
+    """The DC joiner's retry store (its dispatcher queue)."""
+    return settings.pipeline_dir(dc, JOINER) / "retry.sqlite"
+
+
+def current_attempt(settings: PhotonSettings, dc: str) -> str | None:
+    """The attempt the DC's joiner runs (None before its first start); creates nothing."""
+    path = settings.pipeline_dir(dc, JOINER) / "attempt"
+    return (path.read_text().strip() or None) if path.exists() else None
+
+
 def attempt_name(state_dir: Path, dc: str) -> str:
     """The app's attempt name, made on first start and kept with its checkpoint."""
     path = state_dir / "attempt"
@@ -105,7 +116,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
                 "pid": os.getpid(),
             },
         )
-        retries = RetryStore(state_dir / "retry.sqlite", settings.retry)
+        retries = RetryStore(retry_store_path(settings, dc), settings.retry)
         app.closers.append(retries)
         window_us = int(settings.log_file_map.window_s * 1_000_000)
         logs = LogsEventStore(

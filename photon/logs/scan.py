@@ -79,3 +79,17 @@ def _all_lines(reader: GrowingLogReader, scan: StreamScan) -> Iterator[LogLine]:
         scan.size_bytes += read.bytes_read
         yield from read.lines
         offsets = read.offsets
+
+
+def decoded_clicks(
+    directory: Path, *, pattern: str = "*.log"
+) -> Iterator[tuple[LogLine, ClickEvent]]:
+    """Every decodable click line of a click log directory, with its line (bad ones skipped)."""
+    reader = GrowingLogReader(directory, pattern=pattern)
+    offsets: dict[str, int] = {}
+    while (read := reader.read(offsets, max_bytes=_SLICE_BYTES)).lines:
+        for line in read.lines:
+            event = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
+            if isinstance(event, ClickEvent):
+                yield line, event
+        offsets = read.offsets

@@ -34,12 +34,13 @@ from typing import Any
 
 import structlog
 
-from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
+from photon.events.records import Stream
+from photon.join.output import rows_under
 from photon.join.retry import PendingClick, RetryStore
-from photon.join.runtime import JOINER
-from photon.logs.reader import GrowingLogReader
+from photon.join.runtime import current_attempt, retry_store_path
+from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
-from photon.ops.verify import read_outputs
+from photon.ops.verify import in_window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
@@ -81,15 +82,8 @@ class RecoveryReport:
         return asdict(self)
 
 
-def _current_attempt(settings: PhotonSettings, dc: str) -> str | None:
-    path = settings.pipeline_dir(dc, JOINER) / "attempt"
-    if not path.exists():
-        return None
-    return path.read_text().strip() or None
-
-
 def _open_batches(settings: PhotonSettings, dc: str) -> set[str]:
-    path = settings.pipeline_dir(dc, JOINER) / "retry.sqlite"
+    path = retry_store_path(settings, dc)
     if not path.exists():
         return set()
     retries = RetryStore(path, settings.retry)
@@ -99,15 +93,17 @@ def _open_batches(settings: PhotonSettings, dc: str) -> set[str]:
         retries.close()
 
 
-def classify(
-    settings: PhotonSettings, registered: dict[str, str], in_output: set[str]
-) -> list[LostId]:
-    """The registered ids missing from the output, each dead or alive, and why."""
-    attempts = {dc: _current_attempt(settings, dc) for dc in settings.dcs}
+def classify(settings: PhotonSettings, registered: dict[str, str]) -> list[LostId]:
+    """Each registered id still holding a token, dead or alive, and why.
+
+    Reads the open batches now: call it after reading ``registered`` and
+    before listing the output (see the module docstring).
+    """
+    attempts = {dc: current_attempt(settings, dc) for dc in settings.dcs}
     open_batches = {dc: _open_batches(settings, dc) for dc in settings.dcs}
     lost = []
     for click_id, token in sorted(registered.items()):
-        if click_id in in_output or not token:  # "" : cleared after it was seen in output
+        if not token:  # "": cleared after it was seen in output
             continue
         parts = token.split("/", 2)
         if len(parts) != 3:
@@ -130,22 +126,14 @@ def find_clicks(settings: PhotonSettings, dc: str, ids: set[str]) -> dict[str, P
     found: dict[str, PendingClick] = {}
     if not ids:
         return found
-    reader = GrowingLogReader(settings.dc_logs(dc) / Stream.CLICKS.value)
-    offsets: dict[str, int] = {}
-    while len(found) < len(ids):
-        read = reader.read(offsets, max_bytes=8 << 20)
-        if not read.lines:
-            break
-        for line in read.lines:
-            event = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
-            if isinstance(event, QuarantineRecord) or not isinstance(event, ClickEvent):
-                continue
-            click_id = str(event.click_id)
-            if click_id in ids and click_id not in found:
-                found[click_id] = PendingClick(
-                    click_id, line.raw, line.file, line.offset, first_seen_us=event.click_id.ts_us
-                )
-        offsets = read.offsets
+    for line, event in decoded_clicks(settings.dc_logs(dc) / Stream.CLICKS.value):
+        click_id = str(event.click_id)
+        if click_id in ids and click_id not in found:
+            found[click_id] = PendingClick(
+                click_id, line.raw, line.file, line.offset, first_seen_us=event.click_id.ts_us
+            )
+            if len(found) == len(ids):
+                break
     return found
 
 
@@ -164,8 +152,10 @@ def recover(
         raise ValueError(f"dc {dc!r} is not a configured DC ({', '.join(settings.dcs)})")
     report = RecoveryReport(window.start.isoformat(), window.end.isoformat(), dry_run)
     registered = registry.registered(window.start_us, window.end_us)  # first: see the docstring
-    lost = classify(settings, registered, in_output=set())  # open batches read now
-    joined = {r["click_id"] for r in read_outputs(store, window).joined}
+    lost = classify(settings, registered)  # open batches read now, before the output
+    joined = {
+        r["click_id"] for r in rows_under(store, "joined/") if in_window(r["click_id"], window)
+    }
     lost = [item for item in lost if item.click_id not in joined]
     report.registered = len(registered)
     report.lost = len(lost)
@@ -191,7 +181,7 @@ def recover(
             continue
         if not ready:
             continue
-        retries = RetryStore(settings.pipeline_dir(target, JOINER) / "retry.sqlite", settings.retry)
+        retries = RetryStore(retry_store_path(settings, target), settings.retry)
         try:
             retries.inject([clicks[i.click_id] for i in ready], due_us=now + _INJECT_HOLD_US)
             deleted = []

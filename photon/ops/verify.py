@@ -35,10 +35,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
+from photon.events.records import Stream
 from photon.join.output import rows_under
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
+from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
@@ -46,7 +47,6 @@ from registry import EventId, IdRegistry
 
 ID_PATTERN = r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}:\d+:\d+$"
 REQUIRED = ("click_id", "query_id", "dc", "joined_at_us")
-_SLICE_BYTES = 8 << 20
 
 
 def _ts_us(event_id: str) -> int:
@@ -62,19 +62,9 @@ def in_window(event_id: str, window: Window) -> bool:
 
 def clicks_in_file(path: Path, start_us: int, end_us: int) -> Iterator[tuple[str, str]]:
     """(click_id, query_id) of each decodable click line of one log file in the window."""
-    reader = GrowingLogReader(path.parent, pattern=path.name)
-    offsets: dict[str, int] = {}
-    while True:
-        read = reader.read(offsets, max_bytes=_SLICE_BYTES)
-        if not read.lines:
-            return
-        for line in read.lines:
-            event = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
-            if isinstance(event, QuarantineRecord) or not isinstance(event, ClickEvent):
-                continue
-            if start_us <= event.click_id.ts_us < end_us:
-                yield str(event.click_id), str(event.query_id)
-        offsets = read.offsets
+    for _, event in decoded_clicks(path.parent, pattern=path.name):
+        if start_us <= event.click_id.ts_us < end_us:
+            yield str(event.click_id), str(event.query_id)
 
 
 def click_files(settings: PhotonSettings) -> list[Path]:
@@ -115,11 +105,11 @@ def read_outputs(store: ObjectStore, window: Window) -> Outputs:
 
 def pending_retries(settings: PhotonSettings) -> set[str]:
     """Click ids waiting in any DC's retry store on this machine (local state)."""
-    from photon.join.runtime import JOINER
+    from photon.join.runtime import retry_store_path
 
     pending: set[str] = set()
     for dc in settings.dcs:
-        path = settings.pipeline_dir(dc, JOINER) / "retry.sqlite"
+        path = retry_store_path(settings, dc)
         if path.exists():
             retries = RetryStore(path, settings.retry)
             try:

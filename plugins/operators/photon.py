@@ -53,10 +53,11 @@ class _PhotonOperator(BaseOperator):
         self.registry_conn_id = registry_conn_id
         self.object_store_conn_id = object_store_conn_id
 
-    def _registry(self) -> Any:
-        from plugins.hooks.registry import PhotonRegistryHook
+    def _registry(self, settings: Any) -> Any:
+        """The registry of ``settings`` (already resolved from the connections: read once)."""
+        from photon.registry_access import connect_registry
 
-        return PhotonRegistryHook(self.registry_conn_id).get_conn()
+        return connect_registry(settings)
 
     def _settings(self) -> Any:
         from plugins.hooks.settings import task_settings
@@ -76,7 +77,7 @@ class GcBoundaryOperator(_PhotonOperator):
 
         settings = self._settings()
         params = checked_params(GcParams, context, settings)
-        with self._registry() as registry:
+        with self._registry(settings) as registry:
             run = advance_and_collect(registry, settings.retention, dry_run=params.dry_run)
         result = run.to_dict()
         self._log_table("GC per shard", result)
@@ -92,7 +93,7 @@ class ReshardOperator(_PhotonOperator):
 
         settings = self._settings()
         params = checked_params(ReshardParams, context, settings)  # before connecting
-        with self._registry() as registry:
+        with self._registry(settings) as registry:
             plan = reshard.plan(registry, params, settings.shards.max_clock_skew_s)
             self._log_table("resharding plan", plan.to_dict())
             if plan.dry_run:
@@ -113,7 +114,7 @@ class RecoverOperator(_PhotonOperator):
         settings = self._settings()
         params = checked_params(RecoverParams, context, settings)
         window = _window(params)
-        with self._registry() as registry:
+        with self._registry(settings) as registry:
             report = recover(
                 settings,
                 ObjectStore.from_settings(settings),
