@@ -28,8 +28,9 @@ def test_the_watcher_sees_every_object_of_both_series_once(local_stack: LocalSta
                 f"joined/dc=a/a-1/{n:012d}.parquet",
                 f"joined/dc=b/b-1/retry-{n:012d}.parquet",
             ):
-                store.put(key, b"x")
+                # Taken before the put: the watcher may list the object before put returns.
                 written[key] = time.time_ns() // 1000
+                store.put(key, b"x")
             time.sleep(0.15)
         store.put("joined/dc=a/a-1/unforeseen.parquet", b"x")  # outside both series
     assert set(watcher.first_seen_us) == {*written, "joined/dc=a/a-1/unforeseen.parquet"}
