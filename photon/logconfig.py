@@ -1,23 +1,39 @@
-"""structlog set-up for Photon's processes: key=value lines on stderr."""
+"""structlog set-up for Photon's processes: one line per event on stderr.
+
+``PHOTON_LOG_FORMAT`` picks the line: ``console`` (key=value, the default) or
+``json`` (one JSON object a line, for log shippers and for the chaos harness,
+which reads its apps' batch reports back).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error")
+FORMATS = ("console", "json")
+FORMAT_ENV = "PHOTON_LOG_FORMAT"
 
 
-def configure_logging(level: str = "info") -> None:
+def configure_logging(level: str = "info", fmt: str | None = None) -> None:
     if level not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
+    fmt = fmt if fmt is not None else os.environ.get(FORMAT_ENV, "console")
+    if fmt not in FORMATS:
+        raise ValueError(f"log format {fmt!r} ({FORMAT_ENV}) is not one of {', '.join(FORMATS)}")
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+            renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
         logger_factory=_stderr_logger,

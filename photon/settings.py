@@ -20,7 +20,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -229,6 +229,10 @@ class PipelineSettings(_Section):
     reader_wait_s: Annotated[float, Field(ge=0, le=60)] = 2.0
     #: A click another DC prefers waits this long before this DC joins it (0: off).
     affinity_grace_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
+    #: A click older than this by its id's time is never held (0: always held):
+    #: its preferred DC had its chance; a DC back from an outage catches up without
+    #: parking half its backlog in the retry store.
+    affinity_max_age_s: Annotated[float, Field(ge=0, le=86_400)] = 30.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.
@@ -367,6 +371,9 @@ class PhotonSettings(BaseSettings):
     )
 
     logs_root: Path = Path(".photon/logs")
+    #: The apps' log lines: key=value (console) or one JSON object a line. Read from
+    #: PHOTON_LOG_FORMAT before the settings load, so that their errors are logged too.
+    log_format: Literal["console", "json"] = "console"
     dcs: Annotated[list[str], NoDecode] = ["a", "b"]
     retention: timedelta = timedelta(days=3)
     log_rollover_bytes: Annotated[int, Field(ge=1024)] = 64 << 20

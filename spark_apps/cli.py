@@ -33,9 +33,14 @@ def settings_for(
     """The settings, with ``--master`` applied; a bad value exits 2 with the reason."""
     if log_level not in LEVELS:
         raise typer.BadParameter(f"{log_level!r} is not one of {', '.join(LEVELS)}")
-    configure_logging(log_level)
+    try:
+        configure_logging(log_level)
+    except ValueError as exc:  # a bad PHOTON_LOG_FORMAT
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     try:
         settings = load_settings(config)
+        configure_logging(log_level, settings.log_format)  # the config file may set it
         settings.dc_logs(dc)
         if master is not None:
             settings = load_settings(

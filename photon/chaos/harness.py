@@ -6,28 +6,35 @@ and pipeline state of its own:
 1. ad servers write a live stream for every DC (a process of its own) while
    each DC's query reader and joiner run under a :class:`Supervisor`, which
    restarts whatever dies;
-2. faults strike on a schedule of the stream's progress: kill -9 of a joiner
-   at every 20% (alternating DCs); one DC's whole pipeline down for
-   ``outage_s``, then back; kill -9 of the ZooKeeper leader (restarted after
-   ``restart_after_s``); Redis killed and restarted; the S3 endpoint frozen
-   (SIGSTOP) and resumed; a sharding epoch appended; a joiner crashed between
-   its registry commit and its output write (``faults.crash_after_commit_p``)
-   with its local state lost, so that batch is never replayed;
-3. a sampler lists the joined output every ``sample_s`` and checks the union
-   of every DC's output for a ``click_id`` seen twice;
+2. faults strike on a schedule of the stream's progress (:data:`SCHEDULE`):
+   kill -9 of a joiner at every 20% (alternating DCs); the outage DC's whole
+   pipeline down for ``outage_s``, then back (it catches up); kill -9 of the
+   ZooKeeper leader (restarted after ``restart_after_s``, as a service
+   manager would); Redis killed and restarted; the S3 endpoint frozen
+   (SIGSTOP) and resumed; a sharding epoch appended; a joiner crashed
+   between its registry commit and its output write
+   (``faults.crash_after_commit_p``) with its local state lost, so that
+   batch is never replayed;
+3. a sampler, every ``sample_s``, lists the joined output (checking the union
+   of every DC's output for a ``click_id`` seen twice) and reads each
+   joiner's backlog (:mod:`photon.chaos.backlog`);
 4. when the stream has ended and the output stops growing, the pipelines are
    stopped, verification (:mod:`photon.ops.verify`) and recovery
    (:mod:`photon.ops.recover`) run, the pipelines run again until idle (the
    re-injected clicks), and the output is compared with the generator's
-   manifest.
+   manifest;
+5. the report (:class:`ChaosReport`) gets each fault's recovery time, the
+   returning DC's catch-up (:mod:`photon.chaos.analysis`), the acceptance
+   checks and the charts (:mod:`photon.chaos.charts`).
 
 The S3 endpoint is frozen rather than restarted: the native stack's S3
 stand-in (moto) keeps objects in memory, so a restart would lose the output
 itself, which no pipeline could be blamed for. MinIO (compose) keeps them.
 
-How it fails: a stack service that does not come back raises; the run
-always stops its apps and thaws the S3 endpoint; the registry root, bucket
-and cache keys are dropped at the end unless ``keep`` is set.
+How it fails: a bad config raises ``ValueError`` before anything starts; a
+stack service that does not come back raises; the run always stops its apps
+and thaws the S3 endpoint; the registry root, bucket and cache keys are
+dropped at the end unless ``keep`` is set.
 """
 
 from __future__ import annotations
@@ -47,11 +54,15 @@ from typing import Any
 
 import structlog
 
+from photon.chaos import analysis, charts
+from photon.chaos.analysis import CatchUp, Sample
+from photon.chaos.backlog import joiner_backlog
 from photon.chaos.supervisor import Supervisor
+from photon.faults import CRASH_EXIT_CODE
 from photon.gen.model import GenConfig
 from photon.gen.simulator import load_manifest
 from photon.join.output import decode, rows_under
-from photon.join.runtime import JOINER
+from photon.join.runtime import JOINER, current_attempt
 from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import verify
@@ -62,6 +73,7 @@ from photon.stack import process
 from photon.stack.manager import LocalStack
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
+from registry import IdRegistry
 
 log = structlog.get_logger(__name__)
 
@@ -75,19 +87,58 @@ _CHAOS_ENV = {
     "PHOTON_SHARDS__MAX_CLOCK_SKEW_S": "5",
 }
 
+#: When each fault strikes, as a share of the stream's duration. The joiner
+#: kills alternate DCs, the outage DC first; its outage starts just after its
+#: first kill and must end by :data:`_OUTAGE_ENDS_BY`, so that it has caught up
+#: before its second kill (at 60%).
+SCHEDULE = {
+    "kill_joiner_1": 0.2,
+    "dc_outage": 0.22,
+    "zookeeper_leader": 0.3,
+    "kill_joiner_2": 0.4,
+    "redis_restart": 0.45,
+    "s3_unavailable": 0.5,
+    "kill_joiner_3": 0.6,
+    "reshard": 0.65,
+    "crash_after_commit": 0.7,
+    "kill_joiner_4": 0.8,
+}
+_OUTAGE_ENDS_BY = 0.5
+
+#: The acceptance bounds of issue 6 for the returning DC.
+MIN_CATCH_UP_SPEED_X = 5.0
+MAX_WASTED_SHARE = 0.10
+
 
 @dataclass(frozen=True)
 class ChaosConfig:
-    queries: int = 350_000
-    query_rate: float = 2_000.0  # queries/s; clicks are ~0.3 of them
+    queries: int = 600_000
+    query_rate: float = 1_000.0  # queries/s; clicks are ~0.3 of them
     outage_dc: str = "b"
-    outage_s: float = 120.0
-    restart_after_s: float = 10.0
+    outage_s: float = 150.0
+    restart_after_s: float = 20.0  # ZooKeeper node and Redis down this long
     s3_freeze_s: float = 10.0
     sample_s: float = 2.0
     idle_s: float = 30.0
+    #: The returning DC has caught up once its oldest uncommitted click is this young.
+    caught_up_lag_s: float = 15.0
     seed: int = 2026
     keep: bool = False
+    report_dir: Path | None = None  # charts and report.json; None: no files
+
+    def __post_init__(self) -> None:
+        for name in ("query_rate", "outage_s", "restart_after_s", "s3_freeze_s", "sample_s",
+                     "idle_s", "caught_up_lag_s"):  # fmt: skip
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.queries < 1_000:
+            raise ValueError(f"queries must be at least 1000, not {self.queries}")
+        longest = (_OUTAGE_ENDS_BY - SCHEDULE["dc_outage"]) * self.duration_s
+        if self.outage_s > longest:
+            raise ValueError(
+                f"an outage of {self.outage_s:g} s does not end by {_OUTAGE_ENDS_BY:.0%} of a "
+                f"{self.duration_s:.0f} s stream: at most {longest:.0f} s (or more queries)"
+            )
 
     @property
     def duration_s(self) -> float:
@@ -98,9 +149,12 @@ class ChaosConfig:
 class FaultRecord:
     kind: str
     target: str
-    at_s: float  # since the stream started
+    at_s: float = 0.0  # since the stream started
     ended_s: float | None = None
-    recovered_s: float | None = None  # from its end to the target's next joined object
+    affects: list[str] = field(default_factory=list)  # the DCs whose output it stops
+    struck: bool = True  # False: it missed (no process to kill, no crash happened)
+    recovered_s: float | None = None  # from its end until each of them joins again
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -112,37 +166,86 @@ class ChaosReport:
     duplicates_seen: int = 0  # at any sample
     samples: int = 0
     missing_before_recovery: int = 0
+    lost_to_crash: int = 0  # of those, held by the crashed attempt's token
     missing_after_recovery: int = 0
     recovered: int = 0
+    catch_up: CatchUp | None = None
     verification_before: dict[str, Any] = field(default_factory=dict)
     verification_after: dict[str, Any] = field(default_factory=dict)
     faults: list[FaultRecord] = field(default_factory=list)
     app_starts: dict[str, int] = field(default_factory=dict)
-    joined_per_dc_over_time: list[dict[str, float]] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)
+    timeline: list[Sample] = field(default_factory=list)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def checks(self) -> dict[str, bool]:
+        """Issue 6's acceptance points, as this run shows them."""
+        struck = {f.kind for f in self.faults if f.struck}
+        zk = next((f for f in self.faults if f.kind == "zookeeper_leader"), None)
+        catch = self.catch_up
+        return {
+            "no_duplicate_at_any_sample": self.duplicates_seen == 0,
+            "nothing_missing_after_recovery": self.missing_after_recovery == 0,
+            "every_fault_struck": struck >= set(FAULT_KINDS),
+            "crash_loss_confined_and_restored": 0
+            < self.lost_to_crash
+            == self.missing_before_recovery
+            == self.recovered,
+            "catch_up_at_least_5x": bool(
+                catch and catch.speed_x is not None and catch.speed_x >= MIN_CATCH_UP_SPEED_X
+            ),
+            "wasted_joins_at_most_10pct": bool(
+                catch and catch.wasted_share is not None and catch.wasted_share <= MAX_WASTED_SHARE
+            ),
+            "joining_went_on_with_a_zookeeper_node_down": bool(
+                zk and zk.detail.get("joined_while_down", 0) > 0
+            ),
+            "zookeeper_node_rejoined": bool(
+                zk and zk.detail.get("mode_after") in ("leader", "follower")
+            ),
+        }
+
+    def to_dict(self, *, with_timeline: bool = False) -> dict[str, Any]:
         data = asdict(self)
+        if not with_timeline:
+            del data["timeline"]
         data["faults_injected"] = dict(Counter(f.kind for f in self.faults))
+        data["checks"] = self.checks()
+        data["passed"] = all(data["checks"].values())
         return data
 
 
-class _Sampler:
-    """Lists ``joined/`` every period; counts each click id across every DC's output."""
+FAULT_KINDS = (
+    "kill_joiner",
+    "dc_outage",
+    "zookeeper_leader",
+    "redis_restart",
+    "s3_unavailable",
+    "reshard",
+    "crash_after_commit",
+)
 
-    def __init__(self, store: ObjectStore, period_s: float, started: float) -> None:
+
+class _Sampler:
+    """Every period: lists ``joined/`` (each click id counted across DCs), reads each backlog."""
+
+    def __init__(
+        self, settings: PhotonSettings, store: ObjectStore, period_s: float, started: float
+    ) -> None:
+        self.settings = settings
         self.store = store
         self.period_s = period_s
         self.started = started
         self.counts: Counter[str] = Counter()
         self.by_dc: Counter[str] = Counter()
-        self.last_object_at: dict[str, float] = {}  # dc -> when its newest object was seen
         self.duplicates_seen = 0
-        self.samples = 0
-        self.timeline: list[dict[str, float]] = []
+        self.samples: list[Sample] = []
         self._seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-sampler", daemon=True)
+
+    def since_start(self) -> float:
+        return time.monotonic() - self.started
 
     def start(self) -> None:
         self._thread.start()
@@ -160,7 +263,9 @@ class _Sampler:
                 log.info("chaos.sample_skipped", error=str(exc))
 
     def sample(self) -> None:
-        now = time.monotonic()
+        t_s = round(self.since_start(), 1)
+        now_us = time.time_ns() // 1000
+        backlogs = {dc: joiner_backlog(self.settings, dc, now_us) for dc in self.settings.dcs}
         for key in self.store.keys("joined/"):
             if key in self._seen:
                 continue
@@ -172,12 +277,17 @@ class _Sampler:
             rows = decode(data)
             self.counts.update(r["click_id"] for r in rows)
             self.by_dc[dc] += len(rows)
-            self.last_object_at[dc] = now
-        self.samples += 1
         self.duplicates_seen = max(
             self.duplicates_seen, sum(n - 1 for n in self.counts.values() if n > 1)
         )
-        self.timeline.append({"t_s": round(now - self.started, 1), **self.by_dc})
+        self.samples.append(
+            Sample(
+                t_s=t_s,
+                joined={dc: self.by_dc[dc] for dc in self.settings.dcs},
+                backlog_bytes={dc: b.bytes for dc, b in backlogs.items()},
+                lag_s={dc: b.lag_s for dc, b in backlogs.items()},
+            )
+        )
 
 
 def run_chaos(
@@ -206,18 +316,25 @@ def run_chaos(
         s3.create_bucket(Bucket=run_settings.s3.bucket)
         store = ObjectStore.from_settings(run_settings)
         try:
-            return _run(run_settings, store, config, step)
+            report = _run(run_settings, store, config, step, workdir / "app-logs")
         finally:
             if not config.keep:
                 clean_up(run_settings, store)
+    if config.report_dir is not None:
+        _write_report(report, config, run_settings.dcs)
+    return report
 
 
 def _run(
-    settings: PhotonSettings, store: ObjectStore, config: ChaosConfig, step: Callable[[str], None]
+    settings: PhotonSettings,
+    store: ObjectStore,
+    config: ChaosConfig,
+    step: Callable[[str], None],
+    log_dir: Path,
 ) -> ChaosReport:
     report = ChaosReport()
     stack = LocalStack(settings)
-    supervisor = Supervisor(settings)
+    supervisor = Supervisor(settings, log_dir=log_dir)
     started = time.monotonic()
     finished = threading.Event()
     step(f"pipelines of {', '.join(settings.dcs)} starting under the supervisor")
@@ -245,31 +362,33 @@ def _run(
         )
         writer.start()
         stream_started = time.monotonic() + lead_s
-        sampler = _Sampler(store, config.sample_s, stream_started)
+        stream_started_wall = time.time() + lead_s
+        sampler = _Sampler(settings, store, config.sample_s, stream_started)
         sampler.start()
         step(f"stream of {config.queries} queries over {config.duration_s:.0f} s; faults strike")
-        _inject(settings, stack, supervisor, config, report, stream_started)
+        _inject(settings, stack, supervisor, config, report, sampler)
         writer.join()
         step("stream written; waiting for the output to settle")
         _wait_idle(sampler, config.idle_s)
         sampler.stop()
         supervisor.stop()
         report.duplicates_seen = sampler.duplicates_seen
-        report.samples = sampler.samples
-        report.joined_per_dc_over_time = sampler.timeline
+        report.samples = len(sampler.samples)
+        report.timeline = sampler.samples
         report.app_starts = dict(supervisor.events.starts)
-        _recovery_times(report, sampler)
+        _recovery_times(report, config, supervisor, stream_started_wall)
 
         manifest = load_manifest(settings.logs_root)
         report.clicks_in = manifest.clicks
         report.expected_joins = len(manifest.expected_joins)
-        joined = set(sampler.counts)
-        report.missing_before_recovery = len(set(manifest.expected_joins) - joined)
+        missing = set(manifest.expected_joins) - set(sampler.counts)
+        report.missing_before_recovery = len(missing)
         window = Window(
             start=datetime.fromtimestamp(start_us / _US - 3600, tz=UTC), end=datetime.now(UTC)
         )
         step("verification, then recovery of lost clicks")
         with connect_registry(settings) as registry:
+            report.lost_to_crash = _held_by_crashed_attempt(report, registry, window, missing)
             before = verify(
                 settings, store, registry, window, run="chaos-before",
                 latency_bound_s=24 * 3600, clear_tokens=True,
@@ -304,107 +423,153 @@ def _inject(
     supervisor: Supervisor,
     config: ChaosConfig,
     report: ChaosReport,
-    stream_started: float,
+    sampler: _Sampler,
 ) -> None:
     """Strike each fault when the stream reaches its share of the duration."""
-    other = next(dc for dc in settings.dcs if dc != config.outage_dc)
-    kills = [(0.2, other), (0.4, config.outage_dc), (0.6, other), (0.8, config.outage_dc)]
-    schedule: list[tuple[float, str, Callable[[], FaultRecord]]] = []
-    for share, dc in kills:
-        schedule.append((share, f"kill joiner[{dc}]", _killer(supervisor, dc)))
-    schedule += [
-        (0.25, "DC down", lambda: _dc_outage(supervisor, config)),
-        (0.35, "ZooKeeper leader", lambda: _kill_zk_leader(stack, config.restart_after_s)),
-        (0.45, "Redis", lambda: _restart(stack, "redis", config.restart_after_s)),
-        (0.55, "S3 freeze", lambda: _freeze_s3(stack, config.s3_freeze_s)),
-        (0.65, "epoch", lambda: _append_epoch(settings)),
-        (0.7, "crash after commit", lambda: _crash_after_commit(supervisor, other)),
-    ]
-    schedule.sort(key=lambda item: item[0])
-    struck: list[tuple[str, float, list[FaultRecord], threading.Thread]] = []
-    for share, name, strike in schedule:
-        at = stream_started + share * config.duration_s
-        time.sleep(max(0.0, at - time.monotonic()))
+    down, other = config.outage_dc, next(dc for dc in settings.dcs if dc != config.outage_dc)
+    every = list(settings.dcs)
+    since = sampler.since_start
+    strikes: dict[str, Callable[[], FaultRecord]] = {
+        "dc_outage": lambda: _dc_outage(supervisor, config, since),
+        "zookeeper_leader": lambda: _kill_zk_leader(stack, config, sampler),
+        "redis_restart": lambda: _restart(stack, "redis", config.restart_after_s, since, every),
+        "s3_unavailable": lambda: _freeze_s3(stack, config.s3_freeze_s, since, every),
+        "reshard": lambda: _append_epoch(settings, since, every),
+        # On the outage DC: its last kill (60%) is over, and the other DC's (80%) must
+        # not hit the crashing joiner before it crashes.
+        "crash_after_commit": lambda: _crash_after_commit(settings, supervisor, down, since),
+    }
+    for n, dc in enumerate((down, other, down, other), start=1):
+        strikes[f"kill_joiner_{n}"] = _killer(supervisor, dc, since)
+    struck: list[tuple[float, list[FaultRecord], threading.Thread]] = []
+    for name, share in sorted(SCHEDULE.items(), key=lambda item: item[1]):
+        time.sleep(max(0.0, share * config.duration_s - since()))
         log.warning("chaos.fault", fault=name, share=share)
         holder: list[FaultRecord] = []
 
         def run_fault(
-            strike: Callable[[], FaultRecord] = strike, holder: list[FaultRecord] = holder
+            strike: Callable[[], FaultRecord] = strikes[name], holder: list[FaultRecord] = holder
         ) -> None:
             holder.append(strike())
 
         # Faults that last (an outage, a restart) run beside the ones that follow.
         thread = threading.Thread(target=run_fault, name=f"fault {name}", daemon=True)
+        at_s = since()
         thread.start()
-        struck.append((name, at - stream_started, holder, thread))
-    for name, at_s, holder, thread in struck:
+        struck.append((at_s, holder, thread))
+    for at_s, holder, thread in struck:
         thread.join()
-        record = holder[0] if holder else FaultRecord(name, "failed to strike", 0.0)
+        record = holder[0] if holder else FaultRecord("failed", "raised", struck=False)
         record.at_s = round(at_s, 1)
         report.faults.append(record)
 
 
-def _killer(supervisor: Supervisor, dc: str) -> Callable[[], FaultRecord]:
+def _killer(
+    supervisor: Supervisor, dc: str, since: Callable[[], float]
+) -> Callable[[], FaultRecord]:
     def kill() -> FaultRecord:
-        supervisor.kill(dc, JOINER)
-        return FaultRecord("kill_joiner", dc, 0.0, ended_s=time.monotonic())
+        pid = supervisor.kill(dc, JOINER)
+        return FaultRecord(
+            "kill_joiner",
+            f"joiner[{dc}]",
+            ended_s=since(),
+            affects=[dc],
+            struck=pid is not None,
+            detail={"pid": pid},
+        )
 
     return kill
 
 
-def _crash_after_commit(supervisor: Supervisor, dc: str) -> FaultRecord:
+def _crash_after_commit(
+    settings: PhotonSettings, supervisor: Supervisor, dc: str, since: Callable[[], float]
+) -> FaultRecord:
     """The joiner dies between a registry commit and its output write, and its disk is lost.
 
     Its batch is then never replayed (the new attempt starts from a fresh
     checkpoint): the ids it registered are lost until recovery restores them.
     """
+    attempt = current_attempt(settings, dc)
     code = supervisor.crash_with_lost_state(
         dc, JOINER, {"PHOTON_FAULTS__CRASH_AFTER_COMMIT_P": "1"}, timeout_s=120
     )
     return FaultRecord(
-        "crash_after_commit", f"joiner[{dc}] exit {code}", 0.0, ended_s=time.monotonic()
+        "crash_after_commit",
+        f"joiner[{dc}]",
+        ended_s=since(),
+        affects=[dc],
+        struck=code == CRASH_EXIT_CODE,
+        detail={"exit_code": code, "lost_attempt": attempt},
     )
 
 
-def _dc_outage(supervisor: Supervisor, config: ChaosConfig) -> FaultRecord:
+def _dc_outage(
+    supervisor: Supervisor, config: ChaosConfig, since: Callable[[], float]
+) -> FaultRecord:
     supervisor.take_down(config.outage_dc)
     time.sleep(config.outage_s)
     supervisor.bring_up(config.outage_dc)
-    return FaultRecord("dc_outage", config.outage_dc, 0.0, ended_s=time.monotonic())
-
-
-def _kill_zk_leader(stack: LocalStack, restart_after_s: float) -> FaultRecord:
-    leader = next(
-        (
-            s.name
-            for s in stack.status().services
-            if s.name.startswith("zk") and s.detail == "leader"
-        ),
-        None,
+    return FaultRecord(
+        "dc_outage", f"{config.outage_dc} (both apps)", ended_s=since(), affects=[config.outage_dc]
     )
+
+
+def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -> FaultRecord:
+    """Kill the leader; while it is down joining must go on; restarted, it must rejoin."""
+    statuses = {s.name: s.detail for s in stack.status().services if s.name.startswith("zk")}
+    leader = next((name for name, mode in statuses.items() if mode == "leader"), None)
     if leader is None:
-        return FaultRecord("zookeeper_leader", "none found", 0.0)
-    return _restart(stack, leader, restart_after_s, kind="zookeeper_leader")
+        return FaultRecord("zookeeper_leader", "none found", struck=False)
+    down_at = sampler.since_start()
+    record = _restart(stack, leader, config.restart_after_s, sampler.since_start, [],
+                      kind="zookeeper_leader")  # fmt: skip
+    # The stack is healthy again (one leader, every other node a follower): the node
+    # rejoined the ensemble by itself, with no step but its process started again.
+    mode_after = {s.name: s.detail for s in stack.status().services}.get(leader)
+    restarted_at = record.detail["restarted_at_s"]
+    record.affects = list(sampler.settings.dcs)
+    record.detail |= {
+        "down_at_s": round(down_at, 1),
+        "joined_while_down": analysis.joined_between(sampler.samples, down_at, restarted_at),
+        "mode_after": mode_after,
+        "rejoined_after_s": round(record.ended_s - restarted_at, 1) if record.ended_s else None,
+    }
+    return record
 
 
 def _restart(
-    stack: LocalStack, service: str, restart_after_s: float, *, kind: str | None = None
+    stack: LocalStack,
+    service: str,
+    restart_after_s: float,
+    since: Callable[[], float],
+    affects: list[str],
+    *,
+    kind: str | None = None,
 ) -> FaultRecord:
     record = stack.records()[service]
     process.kill(record.identity)
     time.sleep(restart_after_s)
+    restarted_at = since()
     stack.up()  # starts what is not running, waits until the stack is healthy
-    return FaultRecord(kind or f"{service}_restart", service, 0.0, ended_s=time.monotonic())
+    return FaultRecord(
+        kind or f"{service}_restart",
+        service,
+        ended_s=since(),
+        affects=affects,
+        detail={"restarted_at_s": round(restarted_at, 1)},
+    )
 
 
-def _freeze_s3(stack: LocalStack, freeze_s: float) -> FaultRecord:
+def _freeze_s3(
+    stack: LocalStack, freeze_s: float, since: Callable[[], float], affects: list[str]
+) -> FaultRecord:
     record = stack.records()["s3"]
     os.kill(record.pid, signal.SIGSTOP)
     try:
         time.sleep(freeze_s)
     finally:
         os.kill(record.pid, signal.SIGCONT)
-    return FaultRecord("s3_unavailable", "s3", 0.0, ended_s=time.monotonic())
+    return FaultRecord("s3_unavailable", "s3 (frozen)", ended_s=since(), affects=affects)
 
 
 def _thaw_s3(stack: LocalStack) -> None:
@@ -413,12 +578,14 @@ def _thaw_s3(stack: LocalStack) -> None:
         os.kill(record.pid, signal.SIGCONT)
 
 
-def _append_epoch(settings: PhotonSettings) -> FaultRecord:
+def _append_epoch(
+    settings: PhotonSettings, since: Callable[[], float], affects: list[str]
+) -> FaultRecord:
     with connect_registry(settings) as registry:
         current = registry.sharding().epochs[-1].shards
         registry.append_epoch(current + 2, max_skew_s=settings.shards.max_clock_skew_s)
     return FaultRecord(
-        "reshard", f"{current} -> {current + 2} shards", 0.0, ended_s=time.monotonic()
+        "reshard", f"{current} -> {current + 2} shards", ended_s=since(), affects=affects
     )
 
 
@@ -441,26 +608,57 @@ def _drain(settings: PhotonSettings) -> None:
     run_pipelines(settings, settings.dcs, until_idle_s=15.0)
 
 
-def _recovery_times(report: ChaosReport, sampler: _Sampler) -> None:
-    """Per fault: from its end until the output grew again (the sampler's timeline)."""
+def _recovery_times(
+    report: ChaosReport, config: ChaosConfig, supervisor: Supervisor, started_wall_s: float
+) -> None:
+    """Each fault's recovery from the timeline; the outage DC's catch-up."""
     for record in report.faults:
         if record.ended_s is None:
             continue
-        ended = record.ended_s - sampler.started
-        total_at_end = _total_at(sampler.timeline, ended)
-        later = [
-            point["t_s"]
-            for point in sampler.timeline
-            if point["t_s"] >= ended and _total(point) > total_at_end
-        ]
-        record.ended_s = round(ended, 1)
-        record.recovered_s = round(later[0] - ended, 1) if later else None
+        record.ended_s = round(record.ended_s, 1)
+        if record.affects:
+            record.recovered_s = analysis.output_again_s(
+                report.timeline, record.affects, record.ended_s
+            )
+        if record.kind == "dc_outage":
+            catch = analysis.catch_up(
+                report.timeline, config.outage_dc, record.ended_s, config.caught_up_lag_s
+            )
+            analysis.add_batch_reports(
+                catch, supervisor.log_path(config.outage_dc, JOINER), started_wall_s
+            )
+            report.catch_up = catch
 
 
-def _total(point: dict[str, float]) -> float:
-    return sum(v for k, v in point.items() if k != "t_s")
+def _held_by_crashed_attempt(
+    report: ChaosReport, registry: IdRegistry, window: Window, missing: set[str]
+) -> int:
+    """How many of the missing clicks hold a token of the attempt crashed after its commit."""
+    crashed = {
+        f"{r.affects[0]}/{r.detail['lost_attempt']}/"
+        for r in report.faults
+        if r.kind == "crash_after_commit" and r.detail.get("lost_attempt")
+    }
+    if not crashed or not missing:
+        return 0
+    start_us, end_us = (int(t.timestamp() * _US) for t in (window.start, window.end))
+    tokens = registry.registered(start_us, end_us)
+    return sum(1 for c in missing if any(tokens.get(c, "").startswith(p) for p in crashed))
 
 
-def _total_at(timeline: list[dict[str, float]], t_s: float) -> float:
-    before = [p for p in timeline if p["t_s"] <= t_s]
-    return _total(before[-1]) if before else 0.0
+def _write_report(report: ChaosReport, config: ChaosConfig, dcs: list[str]) -> None:
+    import json
+
+    assert config.report_dir is not None
+    outage = next((f for f in report.faults if f.kind == "dc_outage"), None)
+    paths = charts.draw(
+        report.timeline,
+        dcs,
+        [(f.kind, f.at_s) for f in report.faults],
+        (config.outage_dc, outage.at_s, outage.ended_s or outage.at_s) if outage else None,
+        report.catch_up,
+        config.report_dir,
+    )
+    report.charts = [str(p) for p in paths]
+    data = report.to_dict(with_timeline=True)
+    (config.report_dir / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import structlog
 
+from photon.logconfig import FORMAT_ENV
 from photon.pipeline import APPS as APP_MODULES
 from photon.pipeline import app_argv
 from photon.settings import PhotonSettings
@@ -64,17 +65,21 @@ class Supervisor:
         *,
         env: Mapping[str, str] | None = None,
         config: Path | None = None,
+        log_dir: Path | None = None,
         restart_delay_s: float = 1.0,
         stop_timeout_s: float = 60.0,
     ) -> None:
         self.settings = settings
-        self.env = {**os.environ, **(env or {})}
+        # JSON log lines: the harness reads the joiners' batch reports back.
+        self.env = {**os.environ, FORMAT_ENV: "json", **(env or {})}
         self.config = config
         self.restart_delay_s = restart_delay_s
         self.stop_timeout_s = stop_timeout_s
         self.events = SupervisorEvents()
+        # Beside the apps' state, not in it: a state wipe must not take the logs.
+        log_dir = log_dir or settings.pipeline_root / "_logs"
         self._apps = {
-            (dc, app): _App(dc, app, settings.pipeline_dir(dc, app) / "app.log")
+            (dc, app): _App(dc, app, log_dir / f"{app}-{dc}.log")
             for dc in settings.dcs
             for app in APPS
         }
@@ -92,10 +97,13 @@ class Supervisor:
         self._watcher.start()
 
     def kill(self, dc: str, app: str) -> int | None:
-        """SIGKILL one app (it is restarted); returns the pid killed, None if it was not up."""
+        """SIGKILL one app (it is restarted); returns the pid killed, None if it was not up.
+
+        An app of a DC the harness holds (down, or crashing on purpose) is left alone.
+        """
         with self._lock:
             entry = self._apps[(dc, app)]
-            if entry.process is None or entry.process.poll() is not None:
+            if dc in self._down or entry.process is None or entry.process.poll() is not None:
                 return None
             pid = entry.process.pid
             entry.process.kill()
@@ -157,6 +165,9 @@ class Supervisor:
     def running(self, dc: str, app: str) -> bool:
         entry = self._apps[(dc, app)]
         return entry.process is not None and entry.process.poll() is None
+
+    def log_path(self, dc: str, app: str) -> Path:
+        return self._apps[(dc, app)].log_path
 
     def pids(self) -> dict[str, int]:
         return {

@@ -32,7 +32,7 @@ from photon.events.records import Stream
 from photon.gen.model import GenConfig
 from photon.gen.simulator import LogsNotEmptyError, load_manifest, simulate, write
 from photon.join.audit import Audit, audit
-from photon.logconfig import LEVELS, configure_logging
+from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
 from photon.pipeline import PipelineError, reset_state
 from photon.settings import SettingsError
@@ -97,7 +97,8 @@ def _main(
     try:
         configure_logging(log_level)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--log-level") from None
+        hint = "--log-level" if "level" in str(exc) else FORMAT_ENV
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
     ctx.obj = config
 
 

@@ -174,6 +174,7 @@ class Joiner:
         max_retries_per_batch: int = 5_000,
         dcs: Sequence[str] = (),
         affinity_grace_s: float = 0.0,
+        affinity_max_age_s: float = 0.0,
         skip_fresh_logs_s: float = 0.0,
         reader_wait_s: float = 0.0,
         logmap_refresh_s: float = 1.0,
@@ -197,6 +198,9 @@ class Joiner:
         # Affinity needs every DC's name, this one's among them; else it is off.
         self.dcs = tuple(dcs) if dc in dcs and len(dcs) > 1 else ()
         self.affinity_grace_us = int(affinity_grace_s * 1_000_000) if self.dcs else 0
+        if affinity_max_age_s < 0:
+            raise ValueError(f"affinity_max_age_s must not be negative, not {affinity_max_age_s}")
+        self.affinity_max_age_us = int(affinity_max_age_s * 1_000_000)
         if skip_fresh_logs_s < 0:
             raise ValueError(f"skip_fresh_logs_s must not be negative, not {skip_fresh_logs_s}")
         self.skip_fresh_logs_us = int(skip_fresh_logs_s * 1_000_000)
@@ -450,7 +454,9 @@ class Joiner:
         preferred one; by then the preferred DC has usually joined it and the
         lookup skips it. If that DC is down, the click is joined after the
         grace. A click this batch already holds in the registry (a replay) is
-        never held.
+        never held, nor one older than ``affinity_max_age_s`` by its id's time
+        (when set): its preferred DC has had its chance, so this DC is catching
+        up on a backlog, mostly joined already, and the lookup settles it now.
         """
         if not self.affinity_grace_us:
             return clicks
@@ -462,6 +468,7 @@ class Joiner:
                 click.ours
                 or self.preferred_dc(click.line.click_id) == self.dc
                 or now - first_seen >= self.affinity_grace_us
+                or self._past_affinity(click, now)
             ):
                 go_on.append(click)
             else:
@@ -469,6 +476,11 @@ class Joiner:
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
         return go_on
+
+    def _past_affinity(self, click: _Click, now: int) -> bool:
+        if not self.affinity_max_age_us:
+            return False
+        return now - click.event.click_id.ts_us >= self.affinity_max_age_us
 
     def _find_queries(
         self, clicks: list[_Click], now: int, report: BatchReport

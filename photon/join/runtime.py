@@ -138,6 +138,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             max_retries_per_batch=settings.pipeline.max_retries_per_batch,
             dcs=settings.dcs,
             affinity_grace_s=settings.pipeline.affinity_grace_s,
+            affinity_max_age_s=settings.pipeline.affinity_max_age_s,
             skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
             reader_wait_s=settings.pipeline.reader_wait_s,
             faults=FaultInjector(settings.faults),

@@ -17,10 +17,12 @@ pytestmark = pytest.mark.e2e
 PHOTON = str(Path(sys.executable).parent / "photon")
 
 
-def run(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    env: dict[str, str], *args: str, check: bool = True, timeout_s: float = 400
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
     result = subprocess.run(
-        [PHOTON, *args], env=clean | env, capture_output=True, text=True, timeout=400
+        [PHOTON, *args], env=clean | env, capture_output=True, text=True, timeout=timeout_s
     )
     if check:
         assert result.returncode == 0, result.stdout + result.stderr

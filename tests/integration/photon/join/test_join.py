@@ -372,6 +372,34 @@ def test_with_the_preferred_dc_down_the_other_joins_after_the_grace(
     assert {r["dc"] for r in joined} == {"a"}
 
 
+@pytest.mark.parametrize("max_age_s", [0.0, 30.0])
+def test_a_dc_back_from_an_outage_holds_none_of_its_old_backlog(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], max_age_s: float
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)  # b is down meanwhile: a joins every click
+    run_dc(a, root, clock, clicks_first=False)
+    check_exactly_once(store, manifest)
+
+    clock.now_us += 600 * S  # b comes back ten minutes on: its whole backlog is old
+    b = make_dc("b", root, clock, dcs=("a", "b"), affinity_grace_s=3.0,
+                affinity_max_age_s=max_age_s)  # fmt: skip
+    read_every_query(b, root)
+    reports = [
+        b.joiner.process(f"{n:012d}", lines)
+        for n, lines in enumerate(batches(root / "b" / "clicks", 64 * 1024))
+    ]
+    held = sum(r.held for r in reports)
+    if max_age_s:  # the lookup settles the backlog at once: a joined it all
+        assert held == 0
+        assert sum(r.already_joined for r in reports) >= len(manifest.expected_joins)
+    else:  # a-preferred clicks wait out their grace in the retry store first
+        assert held > 0
+    assert sum(r.wasted + r.joined for r in reports) == 0
+    check_exactly_once(store, manifest)
+
+
 def test_an_injected_crash_after_commit_leaves_ids_registered_and_unwritten(
     make_dc: MakeDc, store: ObjectStore, registry: IdRegistry, logs: tuple[Path, Manifest]
 ) -> None:

@@ -1,0 +1,125 @@
+"""The chaos report's figures from a timeline: recovery after a fault, the catch-up, wasted joins."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from photon.chaos.analysis import (
+    Sample,
+    add_batch_reports,
+    batch_totals,
+    catch_up,
+    joined_between,
+    output_again_s,
+)
+from photon.chaos.charts import draw
+from photon.chaos.harness import ChaosConfig, ChaosReport, FaultRecord
+
+pytestmark = pytest.mark.unit
+
+MIB = 1 << 20
+
+
+def outage_timeline() -> list[Sample]:
+    """b is down from 10 s to 40 s (its lag grows), back at 40 s, caught up at 48 s."""
+    samples = []
+    for t in range(0, 62, 2):
+        down = 10 <= t <= 40
+        lag_b = 2.0 if t < 10 else (t - 8.0 if down else max(2.0, 32.0 - 4 * (t - 40)))
+        joined_b = 5 * min(t, 10) + (0 if t <= 44 else 5 * (t - 44))
+        samples.append(
+            Sample(
+                t_s=float(t),
+                joined={"a": 10 * t, "b": joined_b},
+                backlog_bytes={"a": 0, "b": int(lag_b * MIB / 4)},
+                lag_s={"a": 1.0, "b": lag_b},
+            )
+        )
+    return samples
+
+
+def test_output_again_waits_for_every_affected_dc() -> None:
+    samples = outage_timeline()
+    assert output_again_s(samples, ["a"], 20.0) == 2.0
+    assert output_again_s(samples, ["b"], 40.0) == 6.0  # b writes again at 46 s
+    assert output_again_s(samples, ["a", "b"], 40.0) == 6.0
+    assert output_again_s(samples, ["b"], 60.0) is None  # nothing after the last sample
+
+
+def test_joined_between_counts_every_dc_s_new_output() -> None:
+    assert joined_between(outage_timeline(), 20.0, 30.0) == 100  # a alone, 10/s
+
+
+def test_catch_up_measures_the_time_to_drain_and_the_speed_over_real_time() -> None:
+    result = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=4.0)
+    assert result.lag_at_return_s == 32.0
+    assert result.backlog_at_return_mib == 8.0
+    assert result.caught_up_at_s == 48.0 and result.catch_up_s == 8.0
+    # 8 s of wall time went through 8 + 32 - 2 = 38 s of event time
+    assert result.speed_x == pytest.approx(38 / 8, abs=0.05)
+
+
+def test_a_dc_that_never_catches_up_has_no_catch_up_time() -> None:
+    result = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=1.0)
+    assert result.catch_up_s is None and result.speed_x is None
+
+
+def batch_line(at: float, dc: str, **counts: int) -> dict[str, object]:
+    stamp = datetime.fromtimestamp(at, tz=UTC).isoformat().replace("+00:00", "Z")
+    return {"event": "joiner.batch", "dc": dc, "timestamp": stamp, "level": "info", **counts}
+
+
+def test_wasted_joins_are_summed_from_the_batch_reports_of_the_catch_up(tmp_path: Path) -> None:
+    wall = 1_790_000_000.0
+    lines = [
+        batch_line(wall + 30, "b", lines=500, wasted=50),  # before its return: not counted
+        batch_line(wall + 42, "b", lines=9_000, already_joined=8_800, joined=100, wasted=90),
+        batch_line(wall + 46, "a", lines=300, joined=300),  # another DC
+        batch_line(wall + 47, "b", lines=1_000, already_joined=990, wasted=10),
+        batch_line(wall + 55, "b", lines=400, joined=200),  # after it caught up
+    ]
+    log = tmp_path / "joiner-b.log"
+    log.write_text(
+        "Spark's own line, not JSON\n" + "\n".join(json.dumps(x) for x in lines) + "\n{broken\n"
+    )
+    result = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=4.0)
+
+    add_batch_reports(result, log, wall)
+
+    assert result.batches["batches"] == 2
+    assert result.batches["lines"] == 10_000 and result.batches["wasted"] == 100
+    assert result.wasted_share == 0.01
+    assert batch_totals([], "b", wall, wall + 60)["batches"] == 0
+
+
+def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() -> None:
+    ChaosConfig(queries=600_000, query_rate=1_000, outage_s=150)  # 150 s of 600: fine
+    with pytest.raises(ValueError, match="does not end by 50%"):
+        ChaosConfig(queries=600_000, query_rate=1_000, outage_s=200)
+    with pytest.raises(ValueError, match="sample_s must be positive"):
+        ChaosConfig(sample_s=0)
+
+
+def test_checks_fail_when_the_catch_up_is_slow_or_a_fault_never_struck() -> None:
+    report = ChaosReport(faults=[FaultRecord("kill_joiner", "joiner[a]", ended_s=1.0)])
+    report.catch_up = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=4.0)
+    checks = report.to_dict()["checks"]
+    assert checks["no_duplicate_at_any_sample"] and checks["nothing_missing_after_recovery"]
+    assert not checks["every_fault_struck"]
+    assert not checks["crash_loss_confined_and_restored"]  # no crash lost anything
+    assert not checks["catch_up_at_least_5x"]  # 4.8x
+    assert not checks["wasted_joins_at_most_10pct"]  # no batch report read
+    assert report.to_dict()["passed"] is False
+
+
+def test_the_charts_are_pngs(tmp_path: Path) -> None:
+    samples = outage_timeline()
+    result = catch_up(samples, "b", 40.0, caught_up_lag_s=4.0)
+    paths = draw(samples, ["a", "b"], [("kill_joiner", 5.0)], ("b", 10.0, 40.0), result, tmp_path)
+    assert [p.name for p in paths] == ["joined_per_dc.png", "catch_up.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+               for p in paths)  # fmt: skip
