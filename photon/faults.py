@@ -84,7 +84,7 @@ class FaultInjector:
         self._exit(CRASH_EXIT_CODE)
 
     def after_commit(self, batch: str) -> None:
-        """Called between a batch's registry commit and its output write."""
+        """Called between a batch's registry commit (that won some ids) and its output write."""
         if self._hit(self.settings.crash_after_commit_p):
             self._crash("crash_after_commit", batch=batch)
 

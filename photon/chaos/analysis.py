@@ -4,12 +4,15 @@ Pure functions over the sampler's timeline (:class:`Sample`) and the apps'
 JSON log lines, so the figures of the report are tested without a run.
 
 * **Recovery time** of a fault: from its end (or its strike, for an instant
-  one) until every DC it affects writes joined output again.
+  one) until every DC it affects — of those writing output when it struck —
+  writes a joined row again (by the rows' ``joined_at_us``).
 * **Catch-up** of the DC back from an outage: from its return until its
   joiner's lag (the age of its oldest uncommitted click) is back under
-  ``caught_up_lag_s``. Its speed is the event time it went through per
-  second of wall time: ``(catch_up_s + lag_at_return_s - lag_after_s) /
-  catch_up_s`` — 1x is keeping pace, 5x drains a 150 s outage in 37 s.
+  ``caught_up_lag_s``. It is a restart (its apps start Spark again, until
+  the joiner's first batch begins: a fixed cost, whatever the backlog) and
+  a drain. Its speed is the event time it went through per second of
+  draining — 1x is keeping pace, 5x drains a 150 s backlog in 37 s; the
+  speed over the whole catch-up, restart included, is reported beside it.
 * **Wasted joins** during the catch-up: clicks the returning joiner joined
   and then lost in the registry to another DC, as a share of the clicks it
   read meanwhile (its batch reports, ``joiner.batch`` log lines).
@@ -18,6 +21,7 @@ JSON log lines, so the figures of the report are tested without a run.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,41 +42,71 @@ class Sample:
 @dataclass
 class CatchUp:
     dc: str
-    returned_at_s: float
+    returned_at_s: float  # its apps started again
     lag_at_return_s: float
     backlog_at_return_mib: float
+    restart_s: float | None = None  # from its return until its joiner's first batch began
     caught_up_at_s: float | None = None
-    catch_up_s: float | None = None
-    speed_x: float | None = None  # event time drained per second of wall time
+    catch_up_s: float | None = None  # from its return until caught up
+    drain_s: float | None = None  # from its first batch until caught up
+    speed_x: float | None = None  # event time drained per second of draining
+    speed_with_restart_x: float | None = None  # the same over the whole catch-up
     batches: dict[str, int] = field(default_factory=dict)  # summed batch reports meanwhile
     wasted_share: float | None = None  # wasted / clicks read
 
 
-def output_again_s(samples: list[Sample], dcs: Iterable[str], after_s: float) -> float | None:
-    """Seconds from ``after_s`` until each DC in ``dcs`` has joined more than it had then."""
-    dcs = list(dcs)
-    before = _at(samples, after_s)
-    base = {dc: before.joined.get(dc, 0) if before else 0 for dc in dcs}
-    waiting = set(dcs)
-    for sample in samples:
-        if sample.t_s < after_s:
-            continue
-        waiting -= {dc for dc in waiting if sample.joined.get(dc, 0) > base[dc]}
-        if not waiting:
-            return round(sample.t_s - after_s, 1)
-    return None
+#: Joined rows per DC per second of the run, by the time each was written (its
+#: ``joined_at_us``): when output happened, not when a listing first saw it.
+JoinTimes = dict[str, Counter[int]]
 
 
-def joined_between(samples: list[Sample], start_s: float, end_s: float) -> int:
-    """Joined output (all DCs) that appeared between two moments of the run."""
-    first, last = _at(samples, start_s), _at(samples, end_s)
-    total = sum(last.joined.values()) if last else 0
-    return total - (sum(first.joined.values()) if first else 0)
+def output_again_s(joins: JoinTimes, dcs: Iterable[str], after_s: float) -> float | None:
+    """Seconds from ``after_s`` until each DC in ``dcs`` has written a joined row again."""
+    took = 0.0
+    for dc in dcs:
+        later = [
+            second for second, n in joins.get(dc, Counter()).items() if second >= after_s and n
+        ]
+        if not later:
+            return None
+        took = max(took, min(later) - after_s)
+    return round(max(took, 0.0), 1)
+
+
+def joined_between(joins: JoinTimes, start_s: float, end_s: float) -> int:
+    """Joined rows (all DCs) written between two moments of the run."""
+    return sum(
+        n
+        for seconds in joins.values()
+        for second, n in seconds.items()
+        if start_s <= second < end_s
+    )
+
+
+def writing_at(joins: JoinTimes, t_s: float, window_s: float = 10.0) -> list[str]:
+    """The DCs that wrote joined rows in the ``window_s`` before ``t_s`` (those a fault stops)."""
+    return sorted(
+        dc
+        for dc, seconds in joins.items()
+        if any(t_s - window_s <= second < t_s and n for second, n in seconds.items())
+    )
 
 
 def catch_up(
-    samples: list[Sample], dc: str, returned_at_s: float, caught_up_lag_s: float
+    samples: list[Sample],
+    dc: str,
+    returned_at_s: float,
+    caught_up_lag_s: float,
+    log_lines: list[dict[str, Any]],
+    started_wall_s: float,
 ) -> CatchUp:
+    """The catch-up of ``dc`` back at ``returned_at_s``, from the samples and its joiner's log.
+
+    The joiner's lag grows while it restarts (no batch commits), so the event
+    time drained over the catch-up is ``catch_up_s + lag_at_return_s -
+    lag_after_s``, all of it in the drain: ``speed_x`` divides it by the drain,
+    ``speed_with_restart_x`` by the whole catch-up.
+    """
     at_return = _at(samples, returned_at_s)
     result = CatchUp(
         dc=dc,
@@ -82,27 +116,47 @@ def catch_up(
             (at_return.backlog_bytes.get(dc, 0) if at_return else 0) / (1 << 20), 2
         ),
     )
-    for sample in samples:
-        if sample.t_s <= returned_at_s or sample.lag_s.get(dc, float("inf")) > caught_up_lag_s:
-            continue
-        took = sample.t_s - returned_at_s
-        result.caught_up_at_s = sample.t_s
-        result.catch_up_s = round(took, 1)
-        drained = took + result.lag_at_return_s - sample.lag_s[dc]
-        result.speed_x = round(drained / took, 1) if took > 0 else None
-        break
+    caught_up = next(
+        (
+            s
+            for s in samples
+            if s.t_s > returned_at_s and s.lag_s.get(dc, float("inf")) <= caught_up_lag_s
+        ),
+        None,
+    )
+    if caught_up is None:
+        return result
+    took = caught_up.t_s - returned_at_s
+    drained = took + result.lag_at_return_s - caught_up.lag_s[dc]
+    result.caught_up_at_s = caught_up.t_s
+    result.catch_up_s = round(took, 1)
+    result.speed_with_restart_x = round(drained / took, 1) if took > 0 else None
+    start_wall, end_wall = started_wall_s + returned_at_s, started_wall_s + caught_up.t_s
+    first_batch = _first_batch_began(log_lines, dc, start_wall, end_wall)
+    if first_batch is not None:
+        result.restart_s = round(first_batch - start_wall, 1)
+        drain = end_wall - first_batch
+        result.drain_s = round(drain, 1)
+        result.speed_x = round(drained / drain, 1) if drain > 0 else None
+    result.batches = batch_totals(log_lines, dc, start_wall, end_wall)
+    read = result.batches["lines"]
+    result.wasted_share = round(result.batches["wasted"] / read, 4) if read else None
     return result
 
 
-def add_batch_reports(result: CatchUp, log_path: Path, started_wall_s: float) -> None:
-    """Sum the returning joiner's batch reports logged during its catch-up."""
-    if result.caught_up_at_s is None:
-        return
-    start = started_wall_s + result.returned_at_s
-    end = started_wall_s + result.caught_up_at_s
-    result.batches = batch_totals(_json_lines(log_path), result.dc, start, end)
-    read = result.batches.get("lines", 0)
-    result.wasted_share = round(result.batches.get("wasted", 0) / read, 4) if read else None
+def _first_batch_began(
+    lines: Iterable[dict[str, Any]], dc: str, start_wall_s: float, end_wall_s: float
+) -> float | None:
+    """When the first batch (not a retry pass) logged in the span began, by the wall clock."""
+    for line in lines:
+        at = _batch_at(line, dc)
+        if at is None or not start_wall_s <= at <= end_wall_s:
+            continue
+        if str(line.get("batch", "")).startswith("retry-"):
+            continue
+        seconds = line.get("seconds", 0.0)
+        return at - (float(seconds) if isinstance(seconds, int | float) else 0.0)
+    return None
 
 
 def batch_totals(
@@ -110,13 +164,8 @@ def batch_totals(
 ) -> dict[str, int]:
     totals = dict.fromkeys(("batches", *_BATCH_FIELDS), 0)
     for line in lines:
-        if line.get("event") != "joiner.batch" or line.get("dc") != dc:
-            continue
-        try:
-            at = datetime.fromisoformat(str(line["timestamp"])).timestamp()
-        except (KeyError, ValueError):
-            continue
-        if start_wall_s <= at <= end_wall_s:
+        at = _batch_at(line, dc)
+        if at is not None and start_wall_s <= at <= end_wall_s:
             totals["batches"] += 1
             for key in _BATCH_FIELDS:
                 value = line.get(key, 0)
@@ -124,7 +173,17 @@ def batch_totals(
     return totals
 
 
-def _json_lines(path: Path) -> list[dict[str, Any]]:
+def _batch_at(line: dict[str, Any], dc: str) -> float | None:
+    """When a ``joiner.batch`` line of ``dc`` was logged (its batch's end); None otherwise."""
+    if line.get("event") != "joiner.batch" or line.get("dc") != dc:
+        return None
+    try:
+        return datetime.fromisoformat(str(line["timestamp"])).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
     """The JSON log lines of an app (Spark's own lines, not JSON, are passed over)."""
     if not path.exists():
         return []

@@ -3,10 +3,13 @@
 The joiner's progress is its Spark checkpoint: ``commits/<n>`` marks batch
 ``n`` done and ``offsets/<n>`` holds, on its last line, the source's end
 offsets ``{"files": {"<name>": <byte offset>}}``. The backlog is every click
-log byte past those offsets; its *lag* is the age (by its id's time) of the
-oldest click not yet committed — 0 when nothing is left. A DC that is caught
-up has a lag of about one micro-batch; one back from an outage starts with
-a lag as long as the outage and drains it.
+log byte past those offsets; its *lag* is how far behind the end of its logs
+the joiner is, in the logs' own time: per ad server's series of files, the
+time of its newest click less that of its oldest uncommitted one (by their
+ids), the largest over the servers — 0 when nothing is left. Both times come
+from the same server's clock, so a server's clock skew cancels out. A DC
+that is caught up has a lag of about one micro-batch; one back from an
+outage starts with a lag as long as the outage and drains it.
 
 How it fails: it never raises for a checkpoint being written or wiped
 meanwhile (a missing or half-written batch file reads as the batch before,
@@ -16,6 +19,9 @@ or as no progress); lines that do not decode are passed over.
 from __future__ import annotations
 
 import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +36,7 @@ _PROBE_BYTES = 64 * 1024
 @dataclass(frozen=True)
 class Backlog:
     bytes: int
-    lag_s: float  # age of the oldest uncommitted click; 0 when none is left
+    lag_s: float  # behind the end of its logs, in the logs' time; 0 when none is left
 
 
 def committed_offsets(checkpoint: Path) -> dict[str, int]:
@@ -49,28 +55,33 @@ def committed_offsets(checkpoint: Path) -> dict[str, int]:
     return {}
 
 
-def backlog(click_logs: Path, offsets: dict[str, int], now_us: int) -> Backlog:
-    unread = 0
-    oldest_us: int | None = None
+def backlog(click_logs: Path, offsets: dict[str, int]) -> Backlog:
+    series: dict[str, list[Path]] = defaultdict(list)  # one ad server's files, in order
     for path in sorted(click_logs.glob("*.log")) if click_logs.is_dir() else []:
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            continue
-        start = offsets.get(path.name, 0)
-        if size <= start:
-            continue
-        unread += size - start
-        ts = _first_click_us(path, start)
-        if ts is not None and (oldest_us is None or ts < oldest_us):
-            oldest_us = ts
-    lag_s = max(0.0, (now_us - oldest_us) / 1_000_000) if oldest_us is not None else 0.0
-    return Backlog(unread, round(lag_s, 1))
+        series[path.name.rsplit(".", 2)[0]].append(path)
+    unread, lag_us = 0, 0
+    for files in series.values():
+        oldest_us: int | None = None
+        for path in files:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            start = offsets.get(path.name, 0)
+            if size <= start:
+                continue
+            unread += size - start
+            if oldest_us is None:
+                oldest_us = _first_click_us(path, start)
+        newest_us = _last_click_us(files[-1])
+        if oldest_us is not None and newest_us is not None:
+            lag_us = max(lag_us, newest_us - oldest_us)
+    return Backlog(unread, round(lag_us / 1_000_000, 1))
 
 
-def joiner_backlog(settings: PhotonSettings, dc: str, now_us: int) -> Backlog:
+def joiner_backlog(settings: PhotonSettings, dc: str) -> Backlog:
     checkpoint = settings.pipeline_dir(dc, JOINER) / "checkpoint"
-    return backlog(settings.dc_logs(dc) / "clicks", committed_offsets(checkpoint), now_us)
+    return backlog(settings.dc_logs(dc) / "clicks", committed_offsets(checkpoint))
 
 
 def _first_click_us(path: Path, offset: int) -> int | None:
@@ -80,7 +91,24 @@ def _first_click_us(path: Path, offset: int) -> int | None:
             chunk = f.read(_PROBE_BYTES)
     except OSError:
         return None
-    for raw in chunk.split(b"\n")[:-1]:  # complete lines only
+    return _click_us(chunk.split(b"\n")[:-1])  # complete lines only
+
+
+def _last_click_us(path: Path) -> int | None:
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - _PROBE_BYTES))
+            chunk = f.read()
+    except OSError:
+        return None
+    lines = chunk.split(b"\n")[1:-1] if size > _PROBE_BYTES else chunk.split(b"\n")[:-1]
+    return _click_us(reversed(lines))  # complete lines only, the newest first
+
+
+def _click_us(lines: Iterable[bytes]) -> int | None:
+    """The id time of the first line that decodes as a click."""
+    for raw in lines:
         try:
             return decode_click(raw).click_id.ts_us
         except ValueError:

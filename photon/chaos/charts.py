@@ -1,6 +1,7 @@
 """The chaos report's PNG charts, after the Photon paper's figures.
 
-* ``joined_per_dc.png``: joined clicks per second for each DC over the run,
+* ``joined_per_dc.png``: joined clicks per second for each DC over the run
+  (by each row's write time, in 5 s bins),
   the outage shaded and each fault marked — one DC carries the load alone
   while the other is down;
 * ``catch_up.png``: the returning DC's backlog (MiB of click log not yet
@@ -12,15 +13,16 @@ only for an unwritable directory; an empty timeline draws empty axes.
 
 from __future__ import annotations
 
-import itertools
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from photon.chaos.analysis import CatchUp, Sample
+from photon.chaos.analysis import CatchUp, JoinTimes, Sample
 
 
 def draw(
     samples: Sequence[Sample],
+    joins: JoinTimes,
     dcs: Sequence[str],
     faults: Sequence[tuple[str, float]],
     outage: tuple[str, float, float] | None,
@@ -37,7 +39,7 @@ def draw(
 
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for dc in dcs:
-        times, rates = _rates(samples, dc)
+        times, rates = _rates(joins, dc)
         ax.plot(times, rates, label=f"DC {dc}")
     if outage is not None:
         dc, down_s, up_s = outage
@@ -68,7 +70,10 @@ def draw(
     title = f"DC {dc}: backlog draining after its return"
     if catch_up and catch_up.catch_up_s is not None:
         backlog_ax.axvline(catch_up.caught_up_at_s or 0.0, color="tab:green", linestyle="--")
-        title += f" — caught up in {catch_up.catch_up_s:.0f} s ({catch_up.speed_x}x real time)"
+        title += (
+            f" — caught up in {catch_up.catch_up_s:.0f} s: {catch_up.restart_s} s restart,"
+            f" then drained at {catch_up.speed_x}x real time"
+        )
     backlog_ax.set_title(title)
     lines = backlog_ax.get_legend_handles_labels()
     more = lag_ax.get_legend_handles_labels()
@@ -79,13 +84,14 @@ def draw(
     return paths
 
 
-def _rates(samples: Sequence[Sample], dc: str) -> tuple[list[float], list[float]]:
-    """Joined clicks per second between consecutive samples."""
+def _rates(joins: JoinTimes, dc: str, bin_s: int = 5) -> tuple[list[float], list[float]]:
+    """Joined clicks per second, averaged over bins of ``bin_s`` (by each row's write time)."""
+    seconds = joins.get(dc, Counter())
+    if not seconds:
+        return [], []
+    first, last = min(seconds) // bin_s, max(seconds) // bin_s
     times, rates = [], []
-    for before, after in itertools.pairwise(samples):
-        span = after.t_s - before.t_s
-        if span <= 0:
-            continue
-        times.append(after.t_s)
-        rates.append((after.joined.get(dc, 0) - before.joined.get(dc, 0)) / span)
+    for b in range(first, last + 1):
+        times.append(float(b * bin_s + bin_s / 2))
+        rates.append(sum(seconds.get(b * bin_s + i, 0) for i in range(bin_s)) / bin_s)
     return times, rates

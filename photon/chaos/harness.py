@@ -176,6 +176,7 @@ class ChaosReport:
     app_starts: dict[str, int] = field(default_factory=dict)
     charts: list[str] = field(default_factory=list)
     timeline: list[Sample] = field(default_factory=list)
+    joined_per_second: dict[str, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def checks(self) -> dict[str, bool]:
@@ -208,7 +209,7 @@ class ChaosReport:
     def to_dict(self, *, with_timeline: bool = False) -> dict[str, Any]:
         data = asdict(self)
         if not with_timeline:
-            del data["timeline"]
+            del data["timeline"], data["joined_per_second"]
         data["faults_injected"] = dict(Counter(f.kind for f in self.faults))
         data["checks"] = self.checks()
         data["passed"] = all(data["checks"].values())
@@ -230,13 +231,20 @@ class _Sampler:
     """Every period: lists ``joined/`` (each click id counted across DCs), reads each backlog."""
 
     def __init__(
-        self, settings: PhotonSettings, store: ObjectStore, period_s: float, started: float
+        self,
+        settings: PhotonSettings,
+        store: ObjectStore,
+        period_s: float,
+        started: float,
+        started_wall_us: int,
     ) -> None:
         self.settings = settings
         self.store = store
         self.period_s = period_s
         self.started = started
+        self.started_wall_us = started_wall_us
         self.counts: Counter[str] = Counter()
+        self.joins: analysis.JoinTimes = {dc: Counter() for dc in settings.dcs}
         self.by_dc: Counter[str] = Counter()
         self.duplicates_seen = 0
         self.samples: list[Sample] = []
@@ -264,8 +272,7 @@ class _Sampler:
 
     def sample(self) -> None:
         t_s = round(self.since_start(), 1)
-        now_us = time.time_ns() // 1000
-        backlogs = {dc: joiner_backlog(self.settings, dc, now_us) for dc in self.settings.dcs}
+        backlogs = {dc: joiner_backlog(self.settings, dc) for dc in self.settings.dcs}
         for key in self.store.keys("joined/"):
             if key in self._seen:
                 continue
@@ -277,6 +284,9 @@ class _Sampler:
             rows = decode(data)
             self.counts.update(r["click_id"] for r in rows)
             self.by_dc[dc] += len(rows)
+            self.joins.setdefault(dc, Counter()).update(
+                (r["joined_at_us"] - self.started_wall_us) // _US for r in rows
+            )
         self.duplicates_seen = max(
             self.duplicates_seen, sum(n - 1 for n in self.counts.values() if n > 1)
         )
@@ -363,7 +373,9 @@ def _run(
         writer.start()
         stream_started = time.monotonic() + lead_s
         stream_started_wall = time.time() + lead_s
-        sampler = _Sampler(settings, store, config.sample_s, stream_started)
+        sampler = _Sampler(
+            settings, store, config.sample_s, stream_started, int(stream_started_wall * _US)
+        )
         sampler.start()
         step(f"stream of {config.queries} queries over {config.duration_s:.0f} s; faults strike")
         _inject(settings, stack, supervisor, config, report, sampler)
@@ -375,8 +387,11 @@ def _run(
         report.duplicates_seen = sampler.duplicates_seen
         report.samples = len(sampler.samples)
         report.timeline = sampler.samples
+        report.joined_per_second = {
+            dc: dict(sorted(seconds.items())) for dc, seconds in sampler.joins.items()
+        }
         report.app_starts = dict(supervisor.events.starts)
-        _recovery_times(report, config, supervisor, stream_started_wall)
+        _recovery_times(report, config, supervisor, sampler.joins, stream_started_wall)
 
         manifest = load_manifest(settings.logs_root)
         report.clicks_in = manifest.clicks
@@ -530,10 +545,9 @@ def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -
     record.affects = list(sampler.settings.dcs)
     record.detail |= {
         "down_at_s": round(down_at, 1),
-        "joined_while_down": analysis.joined_between(sampler.samples, down_at, restarted_at),
         "mode_after": mode_after,
         "rejoined_after_s": round(record.ended_s - restarted_at, 1) if record.ended_s else None,
-    }
+    }  # joined_while_down: once the run's output is all read (_recovery_times)
     return record
 
 
@@ -609,25 +623,36 @@ def _drain(settings: PhotonSettings) -> None:
 
 
 def _recovery_times(
-    report: ChaosReport, config: ChaosConfig, supervisor: Supervisor, started_wall_s: float
+    report: ChaosReport,
+    config: ChaosConfig,
+    supervisor: Supervisor,
+    joins: analysis.JoinTimes,
+    started_wall_s: float,
 ) -> None:
-    """Each fault's recovery from the timeline; the outage DC's catch-up."""
+    """Each fault's recovery, by when its DCs wrote joined rows again; the outage's catch-up."""
     for record in report.faults:
         if record.ended_s is None:
             continue
         record.ended_s = round(record.ended_s, 1)
+        # A DC that was not writing output when the fault struck (down, or starting
+        # again) is not one it stopped.
+        writing = analysis.writing_at(joins, record.at_s)
+        record.affects = [dc for dc in record.affects if dc in writing]
         if record.affects:
-            record.recovered_s = analysis.output_again_s(
-                report.timeline, record.affects, record.ended_s
+            record.recovered_s = analysis.output_again_s(joins, record.affects, record.ended_s)
+        if record.kind == "zookeeper_leader" and "down_at_s" in record.detail:
+            record.detail["joined_while_down"] = analysis.joined_between(
+                joins, record.detail["down_at_s"], record.detail["restarted_at_s"]
             )
         if record.kind == "dc_outage":
-            catch = analysis.catch_up(
-                report.timeline, config.outage_dc, record.ended_s, config.caught_up_lag_s
+            report.catch_up = analysis.catch_up(
+                report.timeline,
+                config.outage_dc,
+                record.ended_s,
+                config.caught_up_lag_s,
+                analysis.json_lines(supervisor.log_path(config.outage_dc, JOINER)),
+                started_wall_s,
             )
-            analysis.add_batch_reports(
-                catch, supervisor.log_path(config.outage_dc, JOINER), started_wall_s
-            )
-            report.catch_up = catch
 
 
 def _held_by_crashed_attempt(
@@ -651,8 +676,10 @@ def _write_report(report: ChaosReport, config: ChaosConfig, dcs: list[str]) -> N
 
     assert config.report_dir is not None
     outage = next((f for f in report.faults if f.kind == "dc_outage"), None)
+    joins = {dc: Counter(seconds) for dc, seconds in report.joined_per_second.items()}
     paths = charts.draw(
         report.timeline,
+        joins,
         dcs,
         [(f.kind, f.at_s) for f in report.faults],
         (config.outage_dc, outage.at_s, outage.ended_s or outage.at_s) if outage else None,

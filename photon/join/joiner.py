@@ -331,7 +331,8 @@ class Joiner:
             results = self.registry.register(
                 (click.event.click_id, token) for click, _ in to_register
             )
-            self.faults.after_commit(batch)  # chaos: a crash here loses the write, not the ids
+            if RegisterResult.COMMITTED in results.values():
+                self.faults.after_commit(batch)  # chaos: a crash here loses the write, not the ids
             metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "register").observe(
                 time.perf_counter() - register_started
             )

@@ -1,20 +1,23 @@
-"""The chaos report's figures from a timeline: recovery after a fault, the catch-up, wasted joins."""
+"""The chaos report's figures from a timeline: recovery after a fault, catch-up, wasted joins."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from photon.chaos.analysis import (
+    JoinTimes,
     Sample,
-    add_batch_reports,
-    batch_totals,
     catch_up,
     joined_between,
+    json_lines,
     output_again_s,
+    writing_at,
 )
 from photon.chaos.charts import draw
 from photon.chaos.harness import ChaosConfig, ChaosReport, FaultRecord
@@ -42,58 +45,86 @@ def outage_timeline() -> list[Sample]:
     return samples
 
 
+def outage_joins() -> JoinTimes:
+    """Rows written per second: a all along, b until 10 s and again from 46 s."""
+    return {
+        "a": Counter(dict.fromkeys(range(60), 10)),
+        "b": Counter(dict.fromkeys([*range(10), *range(46, 60)], 5)),
+    }
+
+
 def test_output_again_waits_for_every_affected_dc() -> None:
-    samples = outage_timeline()
-    assert output_again_s(samples, ["a"], 20.0) == 2.0
-    assert output_again_s(samples, ["b"], 40.0) == 6.0  # b writes again at 46 s
-    assert output_again_s(samples, ["a", "b"], 40.0) == 6.0
-    assert output_again_s(samples, ["b"], 60.0) is None  # nothing after the last sample
+    joins = outage_joins()
+    assert output_again_s(joins, ["a"], 20.0) == 0.0
+    assert output_again_s(joins, ["b"], 40.0) == 6.0  # b writes again at 46 s
+    assert output_again_s(joins, ["a", "b"], 39.5) == 6.5
+    assert output_again_s(joins, ["b"], 60.0) is None  # nothing written after
 
 
-def test_joined_between_counts_every_dc_s_new_output() -> None:
-    assert joined_between(outage_timeline(), 20.0, 30.0) == 100  # a alone, 10/s
+def test_joined_between_counts_every_dc_s_rows_written_in_the_span() -> None:
+    assert joined_between(outage_joins(), 20.0, 30.0) == 100  # a alone, 10/s
 
 
-def test_catch_up_measures_the_time_to_drain_and_the_speed_over_real_time() -> None:
-    result = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=4.0)
+def test_a_fault_affects_only_the_dcs_writing_when_it_struck() -> None:
+    assert writing_at(outage_joins(), 30.0) == ["a"]  # b is down
+    assert writing_at(outage_joins(), 8.0) == ["a", "b"]
+
+
+WALL = 1_790_000_000.0  # the wall clock when the stream started
+
+
+def batch_line(at: float, dc: str, batch: str, seconds: float, **counts: int) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(WALL + at, tz=UTC).isoformat().replace("+00:00", "Z")
+    return {"event": "joiner.batch", "dc": dc, "timestamp": stamp, "level": "info",
+            "batch": batch, "seconds": seconds, **counts}  # fmt: skip
+
+
+def catch_up_log() -> list[dict[str, Any]]:
+    """b's joiner: one batch before its outage, its first batch back begins at 43.5 s."""
+    return [
+        batch_line(9, "b", "000000000009", 0.5, lines=500, wasted=50),  # before: not counted
+        batch_line(43.5, "b", "retry-000000000003", 0.5, already_joined=3),
+        batch_line(
+            45, "b", "000000000010", 1.5, lines=9_000, already_joined=8_800, joined=100, wasted=90
+        ),
+        batch_line(46, "a", "000000000050", 0.5, lines=300, joined=300),  # another DC
+        batch_line(47, "b", "000000000011", 1.0, lines=1_000, already_joined=990, wasted=10),
+        batch_line(55, "b", "000000000012", 0.5, lines=400, joined=200),  # after it caught up
+    ]
+
+
+def test_catch_up_is_a_restart_then_a_drain_measured_against_real_time() -> None:
+    result = catch_up(outage_timeline(), "b", 40.0, 4.0, catch_up_log(), WALL)
     assert result.lag_at_return_s == 32.0
     assert result.backlog_at_return_mib == 8.0
     assert result.caught_up_at_s == 48.0 and result.catch_up_s == 8.0
-    # 8 s of wall time went through 8 + 32 - 2 = 38 s of event time
-    assert result.speed_x == pytest.approx(38 / 8, abs=0.05)
+    assert result.restart_s == 3.5 and result.drain_s == 4.5  # first batch began at 43.5 s
+    # 8 s of wall time went through 8 + 32 - 2 = 38 s of event time, all while draining
+    assert result.speed_with_restart_x == pytest.approx(38 / 8, abs=0.05)
+    assert result.speed_x == pytest.approx(38 / 4.5, abs=0.05)
+
+
+def test_wasted_joins_are_summed_from_the_batch_reports_of_the_catch_up() -> None:
+    result = catch_up(outage_timeline(), "b", 40.0, 4.0, catch_up_log(), WALL)
+    assert result.batches["batches"] == 3  # the retry pass, batches 10 and 11
+    assert result.batches["lines"] == 10_000 and result.batches["wasted"] == 100
+    assert result.wasted_share == 0.01
 
 
 def test_a_dc_that_never_catches_up_has_no_catch_up_time() -> None:
-    result = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=1.0)
-    assert result.catch_up_s is None and result.speed_x is None
+    result = catch_up(outage_timeline(), "b", 40.0, 1.0, catch_up_log(), WALL)
+    assert result.catch_up_s is None and result.speed_x is None and result.batches == {}
 
 
-def batch_line(at: float, dc: str, **counts: int) -> dict[str, object]:
-    stamp = datetime.fromtimestamp(at, tz=UTC).isoformat().replace("+00:00", "Z")
-    return {"event": "joiner.batch", "dc": dc, "timestamp": stamp, "level": "info", **counts}
-
-
-def test_wasted_joins_are_summed_from_the_batch_reports_of_the_catch_up(tmp_path: Path) -> None:
-    wall = 1_790_000_000.0
-    lines = [
-        batch_line(wall + 30, "b", lines=500, wasted=50),  # before its return: not counted
-        batch_line(wall + 42, "b", lines=9_000, already_joined=8_800, joined=100, wasted=90),
-        batch_line(wall + 46, "a", lines=300, joined=300),  # another DC
-        batch_line(wall + 47, "b", lines=1_000, already_joined=990, wasted=10),
-        batch_line(wall + 55, "b", lines=400, joined=200),  # after it caught up
-    ]
+def test_json_lines_skip_what_is_not_a_json_object(tmp_path: Path) -> None:
     log = tmp_path / "joiner-b.log"
     log.write_text(
-        "Spark's own line, not JSON\n" + "\n".join(json.dumps(x) for x in lines) + "\n{broken\n"
+        "Spark's own line, not JSON\n"
+        + "\n".join(json.dumps(x) for x in catch_up_log())
+        + "\n{broken\n[1, 2]\n"
     )
-    result = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=4.0)
-
-    add_batch_reports(result, log, wall)
-
-    assert result.batches["batches"] == 2
-    assert result.batches["lines"] == 10_000 and result.batches["wasted"] == 100
-    assert result.wasted_share == 0.01
-    assert batch_totals([], "b", wall, wall + 60)["batches"] == 0
+    assert json_lines(log) == catch_up_log()
+    assert json_lines(tmp_path / "none.log") == []
 
 
 def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() -> None:
@@ -106,20 +137,21 @@ def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() ->
 
 def test_checks_fail_when_the_catch_up_is_slow_or_a_fault_never_struck() -> None:
     report = ChaosReport(faults=[FaultRecord("kill_joiner", "joiner[a]", ended_s=1.0)])
-    report.catch_up = catch_up(outage_timeline(), "b", 40.0, caught_up_lag_s=4.0)
+    report.catch_up = catch_up(outage_timeline(), "b", 40.0, 4.0, [], WALL)
     checks = report.to_dict()["checks"]
     assert checks["no_duplicate_at_any_sample"] and checks["nothing_missing_after_recovery"]
     assert not checks["every_fault_struck"]
     assert not checks["crash_loss_confined_and_restored"]  # no crash lost anything
-    assert not checks["catch_up_at_least_5x"]  # 4.8x
+    assert not checks["catch_up_at_least_5x"]  # no first batch seen: no drain speed
     assert not checks["wasted_joins_at_most_10pct"]  # no batch report read
     assert report.to_dict()["passed"] is False
 
 
 def test_the_charts_are_pngs(tmp_path: Path) -> None:
     samples = outage_timeline()
-    result = catch_up(samples, "b", 40.0, caught_up_lag_s=4.0)
-    paths = draw(samples, ["a", "b"], [("kill_joiner", 5.0)], ("b", 10.0, 40.0), result, tmp_path)
+    result = catch_up(samples, "b", 40.0, 4.0, catch_up_log(), WALL)
+    faults = [("kill_joiner", 5.0)]
+    paths = draw(samples, outage_joins(), ["a", "b"], faults, ("b", 10.0, 40.0), result, tmp_path)
     assert [p.name for p in paths] == ["joined_per_dc.png", "catch_up.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
                for p in paths)  # fmt: skip

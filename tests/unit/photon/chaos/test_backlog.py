@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.chaos.backlog import backlog, committed_offsets
+from photon.chaos.backlog import Backlog, backlog, committed_offsets
 from photon.events.records import ClickEvent
 from registry.ids import EventId
 
@@ -41,23 +41,36 @@ def test_the_newest_committed_batch_counts_not_one_still_running(tmp_path: Path)
     assert committed_offsets(checkpoint) == {"x.000000.log": 10}
 
 
-def test_the_backlog_is_the_unread_bytes_and_the_age_of_the_oldest_unread_click(
+def test_the_backlog_is_the_unread_bytes_and_how_far_behind_each_servers_log_end(
     tmp_path: Path,
 ) -> None:
     logs = tmp_path / "clicks"
     logs.mkdir()
-    first = [click_line(n, T0 + n * S) for n in range(10)]
-    second = [click_line(n, T0 + 5 * S + n * S) for n in range(4)]
-    (logs / "10.0.0.1.000000.log").write_bytes(b"\n".join(first) + b"\n")
+    first = [click_line(n, T0 + n * S) for n in range(10)]  # server 1: 0..9 s
+    second = [click_line(n, T0 - 30 * S + n * S) for n in range(4)]  # server 2: 30 s behind
+    (logs / "10.0.0.1.000000.log").write_bytes(b"\n".join(first[:6]) + b"\n")
+    (logs / "10.0.0.1.000001.log").write_bytes(b"\n".join(first[6:]) + b"\n")  # rolled over
     (logs / "10.0.0.2.000000.log").write_bytes(b"not json\n" + b"\n".join(second) + b"\n")
-    read = len(first[0]) + 1 + len(first[1]) + 1  # two lines of the first file committed
+    read = len(first[0]) + 1 + len(first[1]) + 1  # two lines of server 1 committed
     offsets = {"10.0.0.1.000000.log": read}
-    now = T0 + 60 * S
 
-    got = backlog(logs, offsets, now)
+    got = backlog(logs, offsets)
 
     total = sum(p.stat().st_size for p in logs.iterdir())
     assert got.bytes == total - read
-    assert got.lag_s == pytest.approx(58.0, abs=0.1)  # the third click; the bad line passed over
+    # server 1 is 7 s behind its newest click (9 s - 2 s); server 2, whose clock is
+    # 30 s behind, 3 s (its bad line passed over): the skew does not count
+    assert got.lag_s == pytest.approx(7.0, abs=0.01)
     everything = {p.name: p.stat().st_size for p in logs.iterdir()}
-    assert backlog(logs, everything, now).bytes == 0 and backlog(logs, everything, now).lag_s == 0
+    assert backlog(logs, everything) == Backlog(0, 0.0)
+    assert backlog(tmp_path / "none", {}) == Backlog(0, 0.0)
+
+
+def test_a_log_longer_than_the_probe_is_read_from_its_end(tmp_path: Path) -> None:
+    logs = tmp_path / "clicks"
+    logs.mkdir()
+    lines = [click_line(n, T0 + n * S) for n in range(2_000)]
+    (logs / "10.0.0.1.000000.log").write_bytes(b"\n".join(lines) + b"\n")
+    assert (logs / "10.0.0.1.000000.log").stat().st_size > 128 * 1024
+    read = sum(len(line) + 1 for line in lines[:500])
+    assert backlog(logs, {"10.0.0.1.000000.log": read}).lag_s == pytest.approx(1_499.0, abs=0.01)
