@@ -64,7 +64,7 @@ def draw(
     lag_ax = backlog_ax.twinx()
     lag_ax.plot(times, [s.lag_s.get(dc, 0.0) for s in samples], color="tab:orange",
                 label="lag (s)")  # fmt: skip
-    lag_ax.set(ylabel="lag of the oldest uncommitted click (s)")
+    lag_ax.set(ylabel="lag: behind the end of its logs (s)")
     if outage is not None:
         backlog_ax.axvspan(outage[1], outage[2], color="0.85")
     title = f"DC {dc}: backlog draining after its return"

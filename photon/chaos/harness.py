@@ -88,19 +88,19 @@ _CHAOS_ENV = {
 }
 
 #: When each fault strikes, as a share of the stream's duration. The joiner
-#: kills alternate DCs, the outage DC first; its outage starts just after its
-#: first kill and must end by :data:`_OUTAGE_ENDS_BY`, so that it has caught up
-#: before its second kill (at 60%).
+#: kills alternate DCs, the outage DC first; its outage starts once it has
+#: restarted from that kill and must end by :data:`_OUTAGE_ENDS_BY`, so that it
+#: has caught up before its second kill (at 60%).
 SCHEDULE = {
     "kill_joiner_1": 0.2,
-    "dc_outage": 0.22,
+    "dc_outage": 0.27,
     "zookeeper_leader": 0.3,
     "kill_joiner_2": 0.4,
     "redis_restart": 0.45,
-    "s3_unavailable": 0.5,
     "kill_joiner_3": 0.6,
-    "reshard": 0.65,
-    "crash_after_commit": 0.7,
+    "s3_unavailable": 0.65,
+    "reshard": 0.7,
+    "crash_after_commit": 0.75,
     "kill_joiner_4": 0.8,
 }
 _OUTAGE_ENDS_BY = 0.5
@@ -112,7 +112,7 @@ MAX_WASTED_SHARE = 0.10
 
 @dataclass(frozen=True)
 class ChaosConfig:
-    queries: int = 600_000
+    queries: int = 720_000
     query_rate: float = 1_000.0  # queries/s; clicks are ~0.3 of them
     outage_dc: str = "b"
     outage_s: float = 150.0
@@ -450,8 +450,8 @@ def _inject(
         "redis_restart": lambda: _restart(stack, "redis", config.restart_after_s, since, every),
         "s3_unavailable": lambda: _freeze_s3(stack, config.s3_freeze_s, since, every),
         "reshard": lambda: _append_epoch(settings, since, every),
-        # On the outage DC: its last kill (60%) is over, and the other DC's (80%) must
-        # not hit the crashing joiner before it crashes.
+        # On the outage DC: its last kill (60%) is over, and the other DC's (80%)
+        # cannot hit the crashing joiner before it crashes.
         "crash_after_commit": lambda: _crash_after_commit(settings, supervisor, down, since),
     }
     for n, dc in enumerate((down, other, down, other), start=1):

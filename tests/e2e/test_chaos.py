@@ -65,9 +65,13 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
     assert catch_up["dc"] == "b" and catch_up["catch_up_s"] is not None
     assert catch_up["lag_at_return_s"] >= 8 and catch_up["batches"]["lines"] > 0
     kills = [f for f in report["faults"] if f["kind"] == "kill_joiner"]
-    assert [f["affects"] for f in kills] == [["b"], ["a"], ["b"], ["a"]]
-    assert all(f["detail"]["pid"] for f in kills)  # each kill hit a running joiner
-    assert all(f["recovered_s"] is not None for f in report["faults"])
+    assert [f["target"] for f in kills] == ["joiner[b]", "joiner[a]", "joiner[b]", "joiner[a]"]
+    assert all(f["struck"] and f["detail"]["pid"] for f in kills)  # each hit a running joiner
+    # every DC a fault stopped wrote joined rows again
+    assert all(f["recovered_s"] is not None for f in report["faults"] if f["affects"])
+    zk = next(f for f in report["faults"] if f["kind"] == "zookeeper_leader")
+    assert zk["detail"]["joined_while_down"] > 0
+    assert zk["detail"]["mode_after"] in ("follower", "leader")
     assert {p.name for p in reports.iterdir()} >= {"report.json", "joined_per_dc.png",
                                                     "catch_up.png"}  # fmt: skip
     assert all((reports / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
