@@ -39,6 +39,7 @@ dropped at the end unless ``keep`` is set.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -104,6 +105,17 @@ SCHEDULE = {
     "kill_joiner_4": 0.8,
 }
 _OUTAGE_ENDS_BY = 0.5
+
+#: Every kind of fault a run must strike.
+FAULT_KINDS = (
+    "kill_joiner",
+    "dc_outage",
+    "zookeeper_leader",
+    "redis_restart",
+    "s3_unavailable",
+    "reshard",
+    "crash_after_commit",
+)
 
 #: The acceptance bounds of issue 6 for the returning DC.
 MIN_CATCH_UP_SPEED_X = 5.0
@@ -214,17 +226,6 @@ class ChaosReport:
         data["checks"] = self.checks()
         data["passed"] = all(data["checks"].values())
         return data
-
-
-FAULT_KINDS = (
-    "kill_joiner",
-    "dc_outage",
-    "zookeeper_leader",
-    "redis_restart",
-    "s3_unavailable",
-    "reshard",
-    "crash_after_commit",
-)
 
 
 class _Sampler:
@@ -419,9 +420,11 @@ def _run(
             )  # fmt: skip
             report.verification_after = after.to_dict()
         final = after.completeness
-        report.joined = final.joined
         report.unjoinable = final.unjoinable
         final_ids = {r["click_id"] for r in rows_under(store, "joined/")}
+        # All of the output, not only the verification window's (an id whose server
+        # clock ran ahead may fall past its end).
+        report.joined = len(final_ids)
         report.missing_after_recovery = len(set(manifest.expected_joins) - final_ids)
         report.duplicates_seen = max(report.duplicates_seen, final.duplicates)
     finally:
@@ -536,13 +539,13 @@ def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -
     if leader is None:
         return FaultRecord("zookeeper_leader", "none found", struck=False)
     down_at = sampler.since_start()
-    record = _restart(stack, leader, config.restart_after_s, sampler.since_start, [],
+    every = list(sampler.settings.dcs)
+    record = _restart(stack, leader, config.restart_after_s, sampler.since_start, every,
                       kind="zookeeper_leader")  # fmt: skip
     # The stack is healthy again (one leader, every other node a follower): the node
     # rejoined the ensemble by itself, with no step but its process started again.
     mode_after = {s.name: s.detail for s in stack.status().services}.get(leader)
     restarted_at = record.detail["restarted_at_s"]
-    record.affects = list(sampler.settings.dcs)
     record.detail |= {
         "down_at_s": round(down_at, 1),
         "mode_after": mode_after,
@@ -672,8 +675,6 @@ def _held_by_crashed_attempt(
 
 
 def _write_report(report: ChaosReport, config: ChaosConfig, dcs: list[str]) -> None:
-    import json
-
     assert config.report_dir is not None
     outage = next((f for f in report.faults if f.kind == "dc_outage"), None)
     joins = {dc: Counter(seconds) for dc, seconds in report.joined_per_second.items()}

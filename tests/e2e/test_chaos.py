@@ -7,20 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from photon.chaos.harness import FAULT_KINDS
 from tests.conftest import stack_env
 from tests.e2e.test_photon_command import run
 
 pytestmark = pytest.mark.e2e
-
-FAULTS = {
-    "kill_joiner",
-    "dc_outage",
-    "zookeeper_leader",
-    "redis_restart",
-    "s3_unavailable",
-    "reshard",
-    "crash_after_commit",
-}
 
 
 @pytest.mark.timeout(600)
@@ -58,7 +49,7 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
     after = report["verification_after"]["completeness"]
     assert after["complete"] and after["duplicates"] == 0 and after["lost"] == 0
     assert report["joined"] == report["expected_joins"] > 5_000
-    assert set(report["faults_injected"]) == FAULTS
+    assert set(report["faults_injected"]) == set(FAULT_KINDS)
     assert report["faults_injected"]["kill_joiner"] == 4
     assert report["app_starts"]["joiner[a]"] >= 3 and report["app_starts"]["joiner[b]"] >= 3
     catch_up = report["catch_up"]
