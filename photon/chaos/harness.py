@@ -517,7 +517,8 @@ def _crash_after_commit(
         ended_s=since(),
         affects=[dc],
         struck=code == CRASH_EXIT_CODE,
-        detail={"exit_code": code, "lost_attempt": attempt},
+        # Its ids hold tokens "<dc>/<attempt>/<batch>" of this attempt, dead from now.
+        detail={"exit_code": code, "lost_tokens": f"{dc}/{attempt}/" if attempt else None},
     )
 
 
@@ -663,9 +664,9 @@ def _held_by_crashed_attempt(
 ) -> int:
     """How many of the missing clicks hold a token of the attempt crashed after its commit."""
     crashed = {
-        f"{r.affects[0]}/{r.detail['lost_attempt']}/"
+        str(r.detail["lost_tokens"])
         for r in report.faults
-        if r.kind == "crash_after_commit" and r.detail.get("lost_attempt")
+        if r.kind == "crash_after_commit" and r.detail.get("lost_tokens")
     }
     if not crashed or not missing:
         return 0
