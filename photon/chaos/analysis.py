@@ -7,12 +7,13 @@ JSON log lines, so the figures of the report are tested without a run.
   one) until every DC it affects — of those writing output when it struck —
   writes a joined row again (by the rows' ``joined_at_us``).
 * **Catch-up** of the DC back from an outage: from its return until its
-  joiner's lag (the age of its oldest uncommitted click) is back under
-  ``caught_up_lag_s``. It is a restart (its apps start Spark again, until
-  the joiner's first batch begins: a fixed cost, whatever the backlog) and
-  a drain. Its speed is the event time it went through per second of
-  draining — 1x is keeping pace, 5x drains a 150 s backlog in 37 s; the
-  speed over the whole catch-up, restart included, is reported beside it.
+  joiner's lag (how far behind the end of its logs it is, in the logs' own
+  time: :mod:`photon.chaos.backlog`) is back under ``caught_up_lag_s``. It
+  is a restart (its apps start Spark again, until the joiner's first batch
+  begins: a fixed cost, whatever the backlog) and a drain. Its speed is the
+  event time it went through per second of draining — 1x is keeping pace,
+  5x drains a 180 s backlog in 45 s; the speed over the whole catch-up,
+  restart included, is reported beside it.
 * **Wasted joins** during the catch-up: clicks the returning joiner joined
   and then lost in the registry to another DC, as a share of the clicks it
   read meanwhile (its batch reports, ``joiner.batch`` log lines).

@@ -5,7 +5,7 @@
   the outage shaded and each fault marked — one DC carries the load alone
   while the other is down;
 * ``catch_up.png``: the returning DC's backlog (MiB of click log not yet
-  committed) and its lag (age of the oldest uncommitted click) draining.
+  committed) and its lag (how far behind the end of its logs it is) draining.
 
 Matplotlib's Agg backend draws without a display. How it fails: it raises
 only for an unwritable directory; an empty timeline draws empty axes.

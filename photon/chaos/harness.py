@@ -124,15 +124,15 @@ MAX_WASTED_SHARE = 0.10
 
 @dataclass(frozen=True)
 class ChaosConfig:
-    queries: int = 720_000
+    queries: int = 800_000
     query_rate: float = 1_000.0  # queries/s; clicks are ~0.3 of them
     outage_dc: str = "b"
-    outage_s: float = 150.0
+    outage_s: float = 180.0
     restart_after_s: float = 20.0  # ZooKeeper node and Redis down this long
     s3_freeze_s: float = 10.0
     sample_s: float = 2.0
     idle_s: float = 30.0
-    #: The returning DC has caught up once its oldest uncommitted click is this young.
+    #: The returning DC has caught up once its lag (photon.chaos.backlog) is this short.
     caught_up_lag_s: float = 15.0
     seed: int = 2026
     keep: bool = False

@@ -30,11 +30,11 @@ def chaos(
     ctx: typer.Context,
     queries: Annotated[
         int, typer.Option(min=1_000, max=10_000_000, help="Queries written.")
-    ] = 720_000,
+    ] = 800_000,
     rate: Annotated[float, typer.Option(min=10, max=100_000, help="Queries per second.")] = 1_000.0,
     outage_s: Annotated[
         float, typer.Option(min=1, max=3600, help="The DC outage; ends by 50% of the stream.")
-    ] = 150.0,
+    ] = 180.0,
     outage_dc: Annotated[str, typer.Option(help="The DC taken down.")] = "b",
     restart_after_s: Annotated[
         float, typer.Option(min=1, max=600, help="How long a ZooKeeper node and Redis stay down.")

@@ -128,9 +128,9 @@ def test_json_lines_skip_what_is_not_a_json_object(tmp_path: Path) -> None:
 
 
 def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() -> None:
-    ChaosConfig(queries=720_000, query_rate=1_000, outage_s=150)  # 27% to 48%: fine
+    ChaosConfig()  # the defaults: 180 s of an 800 s stream, from 27% to 49.5%
     with pytest.raises(ValueError, match="does not end by 50%"):
-        ChaosConfig(queries=720_000, query_rate=1_000, outage_s=170)
+        ChaosConfig(queries=800_000, query_rate=1_000, outage_s=190)
     with pytest.raises(ValueError, match="sample_s must be positive"):
         ChaosConfig(sample_s=0)
 
