@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from photon.runs import environment
 from photon.settings import PhotonSettings, load_settings
 from photon.stack.manager import LocalStack
 from photon.stack.ports import free_ports
@@ -77,16 +78,8 @@ def stack_env(tmp: Path) -> dict[str, str]:
 
 
 def settings_from_env(env: dict[str, str]) -> PhotonSettings:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         return load_settings()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
