@@ -10,6 +10,7 @@ not start.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,9 @@ KINDS = ("unit", "integration", "e2e")
 REPO = Path(__file__).resolve().parent.parent
 
 
+_AIRFLOW_HOME = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Airflow, for every test that loads it, in a private home: SQLite, our DAGs only.
 
@@ -32,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     home = Path(tempfile.mkdtemp(prefix="photon-airflow-"))
     (home / "plugins").mkdir()
+    config.stash[_AIRFLOW_HOME] = home
     os.environ.update(
         {
             "AIRFLOW_HOME": str(home),
@@ -43,6 +48,13 @@ def pytest_configure(config: pytest.Config) -> None:
             "GX_ANALYTICS_ENABLED": "false",
         }
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The private Airflow home goes with the session that made it."""
+    home = config.stash.get(_AIRFLOW_HOME, None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
