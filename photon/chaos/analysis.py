@@ -1,6 +1,7 @@
 """What a chaos run's samples and app logs say: recovery after each fault, the catch-up.
 
-Pure functions over the sampler's timeline (:class:`Sample`) and the apps'
+Pure functions over the sampler's timeline (:class:`Sample`: backlogs), the joined rows'
+write times (:data:`JoinTimes`) and the apps'
 JSON log lines, so the figures of the report are tested without a run.
 
 * **Recovery time** of a fault: from its end (or its strike, for an instant
@@ -35,7 +36,6 @@ _BATCH_FIELDS = ("lines", "already_joined", "held", "joined", "wasted", "deferre
 @dataclass
 class Sample:
     t_s: float  # since the stream started
-    joined: dict[str, int] = field(default_factory=dict)  # per DC, cumulative
     backlog_bytes: dict[str, int] = field(default_factory=dict)
     lag_s: dict[str, float] = field(default_factory=dict)
 

@@ -294,7 +294,6 @@ class _Sampler:
         self.samples.append(
             Sample(
                 t_s=t_s,
-                joined={dc: self.by_dc[dc] for dc in self.settings.dcs},
                 backlog_bytes={dc: b.bytes for dc, b in backlogs.items()},
                 lag_s={dc: b.lag_s for dc, b in backlogs.items()},
             )

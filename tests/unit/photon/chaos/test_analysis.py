@@ -33,11 +33,9 @@ def outage_timeline() -> list[Sample]:
     for t in range(0, 62, 2):
         down = 10 <= t <= 40
         lag_b = 2.0 if t < 10 else (t - 8.0 if down else max(2.0, 32.0 - 4 * (t - 40)))
-        joined_b = 5 * min(t, 10) + (0 if t <= 44 else 5 * (t - 44))
         samples.append(
             Sample(
                 t_s=float(t),
-                joined={"a": 10 * t, "b": joined_b},
                 backlog_bytes={"a": 0, "b": int(lag_b * MIB / 4)},
                 lag_s={"a": 1.0, "b": lag_b},
             )
