@@ -237,6 +237,14 @@ class PipelineSettings(_Section):
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.
     driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    #: Where the apps' drivers are reached (by executors on a cluster) and bind: loopback
+    #: natively; a container's own name and 0.0.0.0 in compose.
+    driver_host: Annotated[str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")] = "127.0.0.1"
+    driver_bind_address: str = "127.0.0.1"
+    #: On a standalone cluster (spark://), each app takes this many cores and its
+    #: executors this much memory; without a bound, the first app takes every core.
+    cluster_cores_per_app: Annotated[int, Field(ge=1, le=1024)] = 1
+    executor_memory_mb: Annotated[int, Field(ge=256, le=1_048_576)] = 512
     #: Prometheus metrics of the apps, on the stack's host: the query reader of the
     #: i-th DC serves on base + 2i, its joiner on base + 2i + 1. 0: no endpoint.
     metrics_base_port: Annotated[int, Field(ge=0, le=65535)] = 9410
@@ -247,6 +255,15 @@ class PipelineSettings(_Section):
         if not _SPARK_MASTER.fullmatch(master):
             raise ValueError(f"{master!r} is not local, local[N], local[*] or spark://host:port")
         return master
+
+    @field_validator("driver_bind_address")
+    @classmethod
+    def _check_bind_address(cls, address: str) -> str:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError as exc:
+            raise ValueError(f"{address!r} is not an IP address") from exc
+        return address
 
     @field_validator("driver_java_options")
     @classmethod
@@ -278,10 +295,25 @@ class StackSettings(_Section):
     zk_classpath: str = "/usr/share/java/zookeeper.jar"
     redis_port: Port = 6379
     s3_port: Port = 9000
+    #: The standalone Spark cluster of ``photon up --spark-cluster``: a master and
+    #: one worker per entry of spark_worker_ports. The UIs' JSON shows the apps.
+    spark_master_port: Port = 7077
+    spark_master_ui_port: Port = 8090
+    spark_worker_ports: Annotated[list[Port], NoDecode] = [7078, 7079]
+    spark_worker_ui_ports: Annotated[list[Port], NoDecode] = [8091, 8092]
+    #: Cores each worker offers: more than the machine has is fine, the apps mostly
+    #: wait; four long-running apps and the batch jobs each take one.
+    spark_worker_cores: Annotated[int, Field(ge=1, le=1024)] = 4
+    spark_worker_memory_mb: Annotated[int, Field(ge=512, le=1_048_576)] = 4096
     start_timeout_s: PositiveSeconds = 60.0
 
     _split = field_validator(
-        "zk_client_ports", "zk_quorum_ports", "zk_election_ports", mode="before"
+        "zk_client_ports",
+        "zk_quorum_ports",
+        "zk_election_ports",
+        "spark_worker_ports",
+        "spark_worker_ui_ports",
+        mode="before",
     )(_split_list)
 
     @field_validator("host")
@@ -302,6 +334,10 @@ class StackSettings(_Section):
             raise ValueError(f"a ZooKeeper ensemble needs an odd number of nodes, got {nodes}")
         if not len(self.zk_quorum_ports) == len(self.zk_election_ports) == nodes:
             raise ValueError("zk_client_ports, zk_quorum_ports, zk_election_ports differ in length")
+        if not self.spark_worker_ports or len(self.spark_worker_ports) != len(
+            self.spark_worker_ui_ports
+        ):
+            raise ValueError("spark_worker_ports and spark_worker_ui_ports: one each per worker")
         ports = [*self.ports().values()]
         duplicates = sorted({p for p in ports if ports.count(p) > 1})
         if duplicates:
@@ -313,7 +349,20 @@ class StackSettings(_Section):
         named = {f"zk_client_ports[{i}]": p for i, p in enumerate(self.zk_client_ports)}
         named |= {f"zk_quorum_ports[{i}]": p for i, p in enumerate(self.zk_quorum_ports)}
         named |= {f"zk_election_ports[{i}]": p for i, p in enumerate(self.zk_election_ports)}
-        return named | {"redis_port": self.redis_port, "s3_port": self.s3_port}
+        named |= {"redis_port": self.redis_port, "s3_port": self.s3_port}
+        named |= {
+            "spark_master_port": self.spark_master_port,
+            "spark_master_ui_port": self.spark_master_ui_port,
+        }
+        named |= {f"spark_worker_ports[{i}]": p for i, p in enumerate(self.spark_worker_ports)}
+        named |= {
+            f"spark_worker_ui_ports[{i}]": p for i, p in enumerate(self.spark_worker_ui_ports)
+        }
+        return named
+
+    @property
+    def spark_master_url(self) -> str:
+        return f"spark://{self.host}:{self.spark_master_port}"
 
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]

@@ -58,11 +58,7 @@ def run_app(
     dc = parts.dc
     serve_metrics(settings, dc, app)
     log.info("app.start", app=app, dc=dc, attempt=parts.attempt, logs=str(parts.logs_dir))
-    spark = photon_session(
-        f"photon-{app}-{dc}",
-        settings.pipeline.spark_master,
-        settings.pipeline.driver_java_options,
-    )
+    spark = photon_session(f"photon-{app}-{dc}", settings.pipeline)
     try:
         summary = streaming.run(
             spark,

@@ -7,17 +7,15 @@ from its ``--master``; run directly, from ``pipeline.spark_master``.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from photon.logconfig import configure_logging
 from photon.settings import PhotonSettings, SettingsError, load_settings
+from spark_apps.session import submitted_session
 
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="A TOML settings file.")]
 RunOption = Annotated[
@@ -46,17 +44,4 @@ def batch_settings(config: Path | None) -> PhotonSettings:
 
 
 def batch_session(app_name: str, settings: PhotonSettings) -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    if not SparkConf().contains("spark.master"):  # not under spark-submit
-        builder = builder.master(settings.pipeline.spark_master)
-    spark = (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return submitted_session(app_name, settings.pipeline)

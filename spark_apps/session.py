@@ -1,33 +1,71 @@
-"""The Spark session every Photon app starts: loopback only, the project's interpreter."""
+"""The Spark session every Photon app starts: the project's interpreter, the driver where
+the settings put it (loopback natively), a bounded share of a standalone cluster."""
 
 from __future__ import annotations
 
 import os
 import sys
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
+from photon.settings import PipelineSettings
 from spark_apps.growing_log_source import GrowingLogDataSource
 
 
-def photon_session(app_name: str, master: str, java_options: str = "") -> SparkSession:
-    """The session; ``java_options`` go to the driver JVM (``pipeline.driver_java_options``)."""
-    # Workers must run this interpreter: it has the project and pyarrow (DESIGN §7).
+def session_conf(pipeline: PipelineSettings, master: str) -> dict[str, str]:
+    """The configuration both the streaming apps and the batch jobs start with."""
+    conf = {
+        "spark.driver.host": pipeline.driver_host,
+        "spark.driver.bindAddress": pipeline.driver_bind_address,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+    }
+    if master.startswith("spark://"):
+        # Unbounded, the first app on a standalone master takes every core and the rest wait.
+        conf |= {
+            "spark.cores.max": str(pipeline.cluster_cores_per_app),
+            "spark.executor.cores": str(pipeline.cluster_cores_per_app),
+            "spark.executor.memory": f"{pipeline.executor_memory_mb}m",
+        }
+    return conf
+
+
+def use_project_interpreter() -> None:
+    # Executors must run this interpreter: it has the project and pyarrow (DESIGN §7).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .getOrCreate()
-    )
+
+
+def photon_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
+    """The session of a long-running app, on ``pipeline.spark_master``."""
+    use_project_interpreter()
+    builder = SparkSession.builder.appName(app_name).master(pipeline.spark_master)
+    conf = session_conf(pipeline, pipeline.spark_master) | {
+        "spark.sql.streaming.stopTimeout": "30s",
+        "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": pipeline.driver_java_options,
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(GrowingLogDataSource)
+    return spark
+
+
+def submitted_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
+    """A batch job's session: spark-submit's master and ``--conf`` win over the settings."""
+    use_project_interpreter()
+    submitted = SparkConf()
+    master = submitted.get("spark.master", pipeline.spark_master) or pipeline.spark_master
+    builder = SparkSession.builder.appName(app_name)
+    if not submitted.contains("spark.master"):
+        builder = builder.master(master)
+    for key, value in session_conf(pipeline, master).items():
+        if not submitted.contains(key):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -47,9 +47,10 @@ class StreamOptions:
     def from_settings(
         cls, settings: PhotonSettings, app: AppParts, until_idle_s: float | None
     ) -> StreamOptions:
+        # Absolute: on a cluster, executors read the files from their worker's directory.
         return cls(
-            directory=app.logs_dir,
-            checkpoint=app.checkpoint,
+            directory=app.logs_dir.resolve(),
+            checkpoint=app.checkpoint.resolve(),
             trigger_s=settings.pipeline.trigger_s,
             max_bytes_per_batch=settings.pipeline.max_bytes_per_batch,
             max_files_per_batch=settings.pipeline.max_files_per_batch,

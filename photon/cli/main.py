@@ -106,11 +106,23 @@ def _main(
 
 
 @app.command()
-def up(ctx: typer.Context, json_out: JsonOption = False) -> None:
+def up(
+    ctx: typer.Context,
+    json_out: JsonOption = False,
+    spark_cluster: Annotated[
+        bool,
+        typer.Option(
+            "--spark-cluster",
+            help="Also start a Spark standalone master and workers on loopback "
+            "(then `photon run --master spark://HOST:PORT`).",
+        ),
+    ] = False,
+) -> None:
     """Start the local stack (idempotent) and print its endpoints."""
     settings = settings_of(ctx)
-    with err.status("starting the local stack (ZooKeeper ensemble, Redis, S3)..."):
-        status = LocalStack(settings).up()
+    what = "ZooKeeper ensemble, Redis, S3" + (", Spark cluster" if spark_cluster else "")
+    with err.status(f"starting the local stack ({what})..."):
+        status = LocalStack(settings).up(spark_cluster=spark_cluster)
     _print_status(status, json_out)
 
 
@@ -153,7 +165,7 @@ def _print_status(status: StackStatus, json_out: bool) -> None:
         table.add_row(s.name, str(s.pid or "-"), ports, mark, s.detail)
     out.print(table)
     for name, endpoint in status.endpoints.items():
-        out.print(f"  {name:<10} {endpoint}")
+        out.print(f"  {name:<15} {endpoint}")
     for problem in status.problems:
         err.print(f"[red]problem:[/] {problem}")
 
@@ -379,7 +391,7 @@ def demo(
     outage_s = 20.0
     try:
         out.rule("1. local stack up")
-        up(ctx, json_out=False)
+        up(ctx, json_out=False, spark_cluster=False)
         out.rule("2. ad servers write two DCs of logs live; both DCs' pipelines join them")
         out.print(
             f"{queries} queries at {rate}/s; DC {settings.dcs[-1]} receives nothing for "

@@ -1,4 +1,5 @@
-"""The local stack: a ZooKeeper ensemble, Redis and an S3 endpoint on loopback.
+"""The local stack: a ZooKeeper ensemble, Redis and an S3 endpoint on loopback,
+plus, with ``spark_cluster``, a Spark standalone master and its workers.
 
 ``LocalStack.up`` is idempotent: it starts only the services that are not
 running, after checking that every port they need is free (a taken port
@@ -33,6 +34,7 @@ from photon.stack import process
 from photon.stack.ports import port_is_listening, require_free
 from photon.stack.redis_server import RedisService
 from photon.stack.s3 import S3Backend, S3Service, pick_backend
+from photon.stack.spark import SparkMaster, SparkWorker
 from photon.stack.zookeeper import ZooKeeperNode
 
 log = structlog.get_logger(__name__)
@@ -76,6 +78,7 @@ class ServiceRecord(BaseModel):
 class StackState(BaseModel):
     host: str
     s3_backend: S3Backend
+    spark_cluster: bool = False
     services: dict[str, ServiceRecord] = {}
 
 
@@ -87,6 +90,8 @@ class ServiceStatus:
     detail: str
     pid: int | None
     ports: dict[str, int]
+    #: Every TCP address:port the service (with its child processes) listens on.
+    listening: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -112,6 +117,7 @@ class StackStatus:
                     "detail": s.detail,
                     "pid": s.pid,
                     "ports": s.ports,
+                    "listening": s.listening,
                 }
                 for s in self.services
             ],
@@ -128,16 +134,20 @@ class DownReport:
 class LocalStack:
     def __init__(self, settings: PhotonSettings) -> None:
         self.settings = settings
+        self._spark_cluster = False
         self.state_dir = settings.stack.state_dir
         self.root = self.state_dir / "stack"
         self.state_path = self.state_dir / "stack.json"
 
     # -- public API ---------------------------------------------------------
 
-    def up(self) -> StackStatus:
+    def up(self, *, spark_cluster: bool = False) -> StackStatus:
+        """Start what is not running; ``spark_cluster`` adds the Spark master and workers
+        (a stack once up with them keeps them until ``down``)."""
         with self._locked():
             state = self._load_state()
             backend = state.s3_backend if state else pick_backend()
+            self._spark_cluster = spark_cluster or (state is not None and state.spark_cluster)
             services = self._services(backend)
             records = dict(state.services) if state else {}
             running = {n for n, r in records.items() if process.is_running(r.identity)}
@@ -179,6 +189,7 @@ class LocalStack:
             return StackStatus(
                 services=[], endpoints={}, problems=[f"no stack recorded in {self.state_path}"]
             )
+        self._spark_cluster = state.spark_cluster
         return self._status(state.s3_backend, state.services)
 
     def records(self) -> dict[str, ServiceRecord]:
@@ -193,11 +204,17 @@ class LocalStack:
         zk: list[Service] = [
             ZooKeeperNode(i + 1, stack, self.root) for i in range(len(stack.zk_client_ports))
         ]
-        return [
+        services = [
             *zk,
             RedisService(stack, self.settings.redis, self.root),
             S3Service(stack, self.settings.s3, self.root, backend),
         ]
+        if self._spark_cluster:
+            services.append(SparkMaster(stack, self.root))
+            services += [
+                SparkWorker(i, stack, self.root) for i in range(len(stack.spark_worker_ports))
+            ]
+        return services
 
     def _start(
         self, services: list[Service], backend: S3Backend, records: dict[str, ServiceRecord]
@@ -224,9 +241,7 @@ class LocalStack:
             started.append(service.name)
             log.info("stack.started", service=service.name, pid=identity.pid)
             # Recorded at once, so that `photon down` finds it even if we die now.
-            self._save_state(
-                StackState(host=self.settings.stack.host, s3_backend=backend, services=records)
-            )
+            self._save_state(self._state(backend, records))
         return started
 
     def _wait_healthy(self, backend: S3Backend, started: list[str]) -> None:
@@ -261,9 +276,7 @@ class LocalStack:
         for name in started:
             process.stop(records.pop(name).identity)
         if records:
-            self._save_state(
-                StackState(host=self.settings.stack.host, s3_backend=backend, services=records)
-            )
+            self._save_state(self._state(backend, records))
         elif self.state_path.exists():
             self.state_path.unlink()
 
@@ -281,10 +294,14 @@ class LocalStack:
                     mode = service.mode()
                     modes.append(mode)
                     healthy, detail = mode in ("leader", "follower", "standalone"), mode
-                elif isinstance(service, RedisService | S3Service):
+                elif isinstance(service, RedisService | S3Service | SparkMaster | SparkWorker):
                     healthy, detail = service.check()
             if not healthy:
                 problems.append(f"{service.name}: {detail}")
+            listening = process.listening(record.identity) if record and running else []
+            exposed = [f"{a}:{p}" for a, p in listening if not process.is_loopback(a)]
+            if exposed:  # the stack is for one machine: nothing of it is reachable from outside
+                problems.append(f"{service.name}: listens beyond loopback on {', '.join(exposed)}")
             statuses.append(
                 ServiceStatus(
                     name=service.name,
@@ -293,6 +310,7 @@ class LocalStack:
                     detail=detail,
                     pid=record.pid if record else None,
                     ports=service.ports(),
+                    listening=[f"{a}:{p}" for a, p in listening],
                 )
             )
         nodes = len(stack.zk_client_ports)
@@ -309,6 +327,9 @@ class LocalStack:
             "s3_bucket": self.settings.s3.bucket,
             "s3_backend": backend,
         }
+        if self._spark_cluster:
+            endpoints["spark_master"] = stack.spark_master_url
+            endpoints["spark_master_ui"] = f"http://{stack.host}:{stack.spark_master_ui_port}"
         return StackStatus(services=statuses, endpoints=endpoints, problems=problems)
 
     def _check_same_ports(
@@ -331,6 +352,14 @@ class LocalStack:
             tail = _tail(Path(record.output), _OUTPUT_TAIL_LINES)
             parts.append(f"--- last lines of {record.output} ---\n{tail}")
         return "\n".join(parts)
+
+    def _state(self, backend: S3Backend, records: dict[str, ServiceRecord]) -> StackState:
+        return StackState(
+            host=self.settings.stack.host,
+            s3_backend=backend,
+            spark_cluster=self._spark_cluster,
+            services=records,
+        )
 
     def _load_state(self) -> StackState | None:
         if not self.state_path.exists():

@@ -10,6 +10,7 @@ process it did not start. Stopping sends SIGTERM, waits, then SIGKILL.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import pwd
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -51,6 +52,29 @@ def start_detached(
             group=user and pwd.getpwnam(user).pw_gid,
         )
     return ProcessIdentity(pid=proc.pid, started_at=psutil.Process(proc.pid).create_time())
+
+
+def listening(identity: ProcessIdentity) -> list[tuple[str, int]]:
+    """The (address, port) pairs the process and its descendants listen on (TCP)."""
+    proc = find(identity)
+    if proc is None:
+        return []
+    found: set[tuple[str, int]] = set()
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for each in (proc, *proc.children(recursive=True)):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                for conn in each.net_connections(kind="tcp"):
+                    if conn.status == psutil.CONN_LISTEN and conn.laddr:
+                        found.add((conn.laddr.ip, conn.laddr.port))
+    return sorted(found)
+
+
+def is_loopback(address: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and IPv4-mapped loopback (``::ffff:127.0.0.1``)."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
 
 
 def find(identity: ProcessIdentity) -> psutil.Process | None:

@@ -26,6 +26,7 @@ from photon.stack.manager import LocalStack
 from photon.stack.ports import free_ports, port_is_free
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
+from tests.e2e.main_job import check_main_job
 
 pytestmark = pytest.mark.e2e
 
@@ -97,40 +98,9 @@ def test_both_dcs_join_every_joinable_click_exactly_once(
     manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
     summary = json.loads(photon(env, "run", "--dcs", "a,b", "--until-idle", "6"))
 
-    joined = output_rows(local_stack, env, "joined/")
-    counts = Counter(r["click_id"] for r in joined)
-    assert [c for c, n in counts.items() if n > 1] == []
-    assert set(counts) == set(manifest.expected_joins)
-    assert all(manifest.expected_joins[r["click_id"]] == r["query_id"] for r in joined)
-    assert all(r["joined_at_us"] > 0 and r["dc"] in ("a", "b") for r in joined)
-    apps = {(a["app"], a["dc"]): a for a in summary["apps"]}
-    assert {a["exit"] for a in apps.values()} == {0}
-    distinct = set(manifest.expected_joins) | set(manifest.never_joinable)
-    for dc in ("a", "b"):
-        unjoinable = output_rows(local_stack, env, f"unjoinable/dc={dc}/")
-        assert {r["click_id"] for r in unjoinable} == set(manifest.never_joinable)
-        assert {r["reason"] for r in unjoinable} == {"query_not_found"}
-        too_old = output_rows(local_stack, env, f"too_old/dc={dc}/")
-        assert too_old == []
-        quarantined = output_rows(local_stack, env, f"quarantine/dc={dc}/")
-        expected = Counter((m.stream, m.file, m.offset) for m in manifest.dcs[dc].malformed)
-        assert Counter((q["stream"], q["file"], q["offset"]) for q in quarantined) == expected
-
-        # The counts reconcile. Distinct clicks in = joined + unjoinable + too old:
-        assert len(distinct) == len(counts) + len(manifest.never_joinable) + len(too_old)
-        # and every click line read = distinct clicks + quarantined + duplicate lines.
-        joiner = apps[("joiner", dc)]
-        dc_manifest = manifest.dcs[dc]
-        click_malformed = sum(1 for m in dc_manifest.malformed if m.stream == "clicks")
-        lines_in = sum(f.lines for f in dc_manifest.files["clicks"].values())
-        assert joiner["lines"] == lines_in
-        assert lines_in == len(distinct) + click_malformed + dc_manifest.duplicate_click_lines
-        assert joiner["quarantined"] == click_malformed
-        reader = apps[("query-reader", dc)]
-        assert reader["lines"] == sum(f.lines for f in dc_manifest.files["queries"].values())
-        assert reader["queries"] == dc_manifest.query_lines
-    joined_by_dc = sum(apps[("joiner", dc)]["joined"] for dc in ("a", "b"))
-    assert joined_by_dc == len(counts)  # every joined click written by exactly one DC
+    settings = local_stack.settings
+    store = ObjectStore(s3_client(settings.s3_endpoint_url, settings.s3), env["PHOTON_S3__BUCKET"])
+    check_main_job(store, manifest, summary)
 
 
 def test_a_joiner_killed_mid_stream_resumes_from_its_checkpoint_without_loss_or_duplicate(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from photon.settings import PipelineSettings
 from spark_apps.growing_log_source import NAME
 from spark_apps.session import photon_session
 
@@ -20,7 +21,7 @@ Batches = list[tuple[int, list[tuple[str, int, bytes]]]]
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    session = photon_session("photon-test-source", "local[1]")
+    session = photon_session("photon-test-source", PipelineSettings(spark_master="local[1]"))
     yield session
     session.stop()
 

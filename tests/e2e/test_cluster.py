@@ -1,0 +1,121 @@
+"""Cluster mode, natively: `photon up --spark-cluster`, the apps on the standalone master.
+
+A private stack (its own ports and directories) with the Spark master and two
+workers, and the registry under a digest ACL: the main job's correctness
+checks must hold with every app running on the cluster, nothing of the stack
+or the apps may listen beyond loopback, and a ZooKeeper client without the
+credentials must be refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+from photon.gen.simulator import load_manifest
+from photon.stack import process
+from photon.stack.ports import free_ports
+from photon.stack.spark import active_app_names
+from photon.storage import ObjectStore
+from tests.conftest import settings_from_env, stack_env
+from tests.e2e.main_job import check_main_job
+from tests.e2e.test_pipelines import FAST_RETRIES, photon
+
+pytestmark = pytest.mark.e2e
+
+PHOTON = str(Path(sys.executable).parent / "photon")
+APPS = {f"photon-{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a", "b")}
+
+
+@pytest.fixture
+def cluster_env(tmp_path: Path) -> dict[str, str]:
+    env = stack_env(tmp_path)
+    ports = free_ports(6)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
+    return (
+        clean
+        | env
+        | FAST_RETRIES
+        | {
+            "PHOTON_STACK__SPARK_MASTER_PORT": str(ports[0]),
+            "PHOTON_STACK__SPARK_MASTER_UI_PORT": str(ports[1]),
+            "PHOTON_STACK__SPARK_WORKER_PORTS": f"{ports[2]},{ports[3]}",
+            "PHOTON_STACK__SPARK_WORKER_UI_PORTS": f"{ports[4]},{ports[5]}",
+            "PHOTON_ZOOKEEPER__AUTH_USER": "photon-e2e",
+            "PHOTON_ZOOKEEPER__AUTH_PASSWORD": "cluster-e2e-secret",
+        }
+    )
+
+
+def _exposed(pids: list[int]) -> list[str]:
+    """Listening sockets of these processes (and their children) beyond loopback."""
+    exposed = []
+    for pid in pids:
+        try:
+            identity = process.ProcessIdentity(pid, psutil.Process(pid).create_time())
+        except psutil.NoSuchProcess:
+            continue
+        exposed += [f"{pid} {a}:{p}" for a, p in process.listening(identity)]
+    return [e for e in exposed if not process.is_loopback(e.split(" ")[1].rsplit(":", 1)[0])]
+
+
+def test_both_dcs_join_on_the_standalone_cluster_under_a_registry_acl(
+    cluster_env: dict[str, str], tmp_path: Path
+) -> None:
+    settings = settings_from_env(cluster_env)
+    up = json.loads(photon(cluster_env, "up", "--spark-cluster", "--json", timeout=180))
+    try:
+        assert up["healthy"], up["problems"]
+        names = {s["name"] for s in up["services"]}
+        assert {"spark-master", "spark-worker1", "spark-worker2"} <= names
+        master = up["endpoints"]["spark_master"]
+        assert master == settings.stack.spark_master_url
+
+        photon(cluster_env, "gen", "--queries", "1500", "--start", "2026-01-01T00:00:00",
+               "--outage-s", "10")  # fmt: skip
+        argv = [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b", "--until-idle", "6"]
+        stdout_path, stderr_path = tmp_path / "run.json", tmp_path / "run.err"
+        with stdout_path.open("w") as stdout_file, stderr_path.open("w") as stderr_file:
+            run = subprocess.Popen(
+                [*argv, "--master", master], env=cluster_env, stdout=stdout_file, stderr=stderr_file
+            )
+        seen: set[str] = set()
+        exposed: list[str] = []
+        deadline = time.monotonic() + 400
+        while run.poll() is None and time.monotonic() < deadline:
+            seen |= set(active_app_names(settings.stack))
+            if seen >= APPS and not exposed:
+                # Everything up at once: the stack, the drivers and the executors.
+                pids = [s["pid"] for s in up["services"]] + [run.pid]
+                exposed = _exposed(pids) or ["none"]
+            time.sleep(1)
+        assert run.wait(timeout=max(1, deadline - time.monotonic())) == 0, stderr_path.read_text()[
+            -3000:
+        ]
+        assert seen >= APPS, f"the master reported only {sorted(seen)}"
+        assert exposed == ["none"]
+
+        store = ObjectStore.from_settings(settings)
+        summary = json.loads(stdout_path.read_text())
+        check_main_job(store, load_manifest(settings.logs_root), summary)
+
+        stranger = KazooClient(hosts=",".join(settings.zk_hosts), timeout=10)
+        stranger.start(timeout=15)
+        try:
+            with pytest.raises(NoAuthError):
+                stranger.get_children(settings.zookeeper.root)
+        finally:
+            stranger.stop()
+            stranger.close()
+    finally:
+        photon(cluster_env, "down", "--purge")
+    assert active_app_names(settings.stack) == []
