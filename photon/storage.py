@@ -140,9 +140,22 @@ class ObjectStore:
             token = page.get("NextContinuationToken")
 
     def delete(self, keys: list[str]) -> None:
+        """Delete ``keys``; raise :class:`ObjectStoreError` naming every key the endpoint kept.
+
+        A multi-object delete answers 200 even when it refuses keys (AccessDenied,
+        say): the refusals are in the answer's ``Errors``, not an exception.
+        """
         for start in range(0, len(keys), 1000):
             chunk = [{"Key": k} for k in keys[start : start + 1000]]
-            self._call(self._s3.delete_objects, Bucket=self.bucket, Delete={"Objects": chunk})
+            answer = self._call(
+                self._s3.delete_objects, Bucket=self.bucket, Delete={"Objects": chunk}
+            )
+            refused = [f"{e.get('Key')}: {e.get('Code')}" for e in answer.get("Errors", [])]
+            if refused:
+                raise ObjectStoreError(
+                    f"s3://{self.bucket} kept {len(refused)} of {len(chunk)} key(s) asked "
+                    f"to be deleted: {'; '.join(refused[:5])}"
+                )
 
     def _call(self, func: Any, **kwargs: Any) -> Any:
         retrying = Retrying(

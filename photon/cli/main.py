@@ -35,6 +35,7 @@ from photon.join.audit import Audit, audit
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
 from photon.pipeline import PipelineError, reset_state
+from photon.security.s3_access import write_policy_files
 from photon.settings import SettingsError
 from photon.stack.manager import LocalStack, StackError, StackStatus
 from photon.stack.ports import PortInUseError
@@ -49,7 +50,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 stack_app = typer.Typer(
-    help="The local stack (ZooKeeper ensemble, Redis, S3).", no_args_is_help=True
+    help="The local stack (ZooKeeper ensemble, Redis, S3, optionally a Spark cluster).",
+    no_args_is_help=True,
 )
 logs_app = typer.Typer(help="Inspect the query and click logs.", no_args_is_help=True)
 settings_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
@@ -150,6 +152,21 @@ def stack_status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     _print_status(status, json_out)
     if not status.healthy:
         raise typer.Exit(1)
+
+
+@stack_app.command("s3-policies")
+def stack_s3_policies(
+    ctx: typer.Context,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Directory for <service>.json (made if missing).")
+    ] = Path("infra/minio/policies"),
+) -> None:
+    """Write the least-privilege S3 policy of every service (MinIO/IAM JSON), for the
+    configured bucket and DCs; compose's MinIO init job applies them."""
+    settings = settings_of(ctx)
+    written = write_policy_files(out_dir, settings.s3.bucket, settings.dcs)
+    for path in written:
+        out.print(str(path))
 
 
 def _print_status(status: StackStatus, json_out: bool) -> None:
