@@ -9,7 +9,12 @@ import typer
 from rich.table import Table
 
 from photon.cli.common import JsonOption, err, out, print_json, settings_of
-from photon.stack.airflow import AirflowStack, AirflowStackError, AirflowStatus
+from photon.stack.airflow import (
+    AirflowStack,
+    AirflowStackError,
+    AirflowStatus,
+    write_passwords_file,
+)
 
 airflow_app = typer.Typer(
     help="Airflow 3 with Photon's DAGs, against the local stack.", no_args_is_help=True
@@ -70,3 +75,15 @@ def _print(status: AirflowStatus, json_out: bool) -> None:
         key = reported_as.get(name, name.replace("-", "_"))
         table.add_row(name, running, status.health.get(key, "-"))
     out.print(table)
+
+
+@airflow_app.command("passwords-file")
+def airflow_passwords_file(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Where Airflow's simple auth manager reads it.")],
+) -> None:
+    """Write the UI admin's login (airflow.admin_user/admin_password) for Airflow's simple
+    auth manager, readable by its owner only (compose's airflow-init runs this)."""
+    settings = settings_of(ctx)
+    write_passwords_file(path, settings.airflow)
+    out.print(f"wrote {path} (user {settings.airflow.admin_user})")

@@ -26,6 +26,7 @@ from rich.table import Table
 from photon.cli import chaos_cmds, pipeline_cmds
 from photon.cli.airflow_cmds import airflow_app
 from photon.cli.bench_cmds import bench_app
+from photon.cli.cluster_cmds import cluster_app
 from photon.cli.common import JsonOption, err, out, settings_of
 from photon.cli.registry_cmds import registry_app
 from photon.events.records import Stream
@@ -35,6 +36,7 @@ from photon.join.audit import Audit, audit
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
 from photon.pipeline import PipelineError, reset_state
+from photon.security import compose_env
 from photon.security.s3_access import write_policy_files
 from photon.settings import SettingsError
 from photon.stack.manager import LocalStack, StackError, StackStatus
@@ -61,6 +63,7 @@ app.add_typer(settings_app, name="settings")
 app.add_typer(registry_app, name="registry")
 app.add_typer(bench_app, name="bench")
 app.add_typer(airflow_app, name="airflow")
+app.add_typer(cluster_app, name="cluster")
 app.command("read-queries")(pipeline_cmds.read_queries)
 app.command("join")(pipeline_cmds.join)
 app.command("run")(pipeline_cmds.run)
@@ -167,6 +170,23 @@ def stack_s3_policies(
     written = write_policy_files(out_dir, settings.s3.bucket, settings.dcs)
     for path in written:
         out.print(str(path))
+
+
+@stack_app.command("compose-env")
+def stack_compose_env(
+    example: Annotated[Path, typer.Option(help="The template.")] = Path(".env.example"),
+    out_path: Annotated[Path, typer.Option("--out", help="The file to write.")] = Path(".env"),
+) -> None:
+    """Write the compose stack's .env from .env.example, each secret new and random
+    (never overwrites an existing .env)."""
+    if not example.is_file():
+        raise typer.BadParameter(f"{example} does not exist", param_hint="--example")
+    try:
+        made = compose_env.write(example, out_path)
+    except FileExistsError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    out.print(f"wrote {out_path} (owner-only) with {len(made)} new secrets: {', '.join(made)}")
 
 
 def _print_status(status: StackStatus, json_out: bool) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from photon.settings import CONFIG_ENV_VAR, ENV_PREFIX, PhotonSettings
+from photon.settings import CONFIG_ENV_VAR, ENV_PREFIX, AirflowSettings, PhotonSettings
 from photon.stack import process
 from photon.stack.ports import require_free
 
@@ -84,6 +84,14 @@ def connection_env(settings: PhotonSettings) -> dict[str, str]:
         "AIRFLOW_CONN_PHOTON_OBJECT_STORE": json.dumps(store),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": master}),
     }
+
+
+def write_passwords_file(path: Path, airflow: AirflowSettings) -> None:
+    """The simple auth manager's passwords file: the admin from the settings, owner-only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)  # before the secret goes in
+    path.write_text(json.dumps({airflow.admin_user: airflow.admin_password.get_secret_value()}))
 
 
 def postgres_bin() -> Path:
@@ -355,11 +363,7 @@ class AirflowStack:
 
     def _prepare_home(self) -> None:
         (self.home / "plugins").mkdir(parents=True, exist_ok=True)
-        af = self.settings.airflow
-        self._passwords_file.write_text(
-            json.dumps({af.admin_user: af.admin_password.get_secret_value()})
-        )
-        self._passwords_file.chmod(0o600)
+        write_passwords_file(self._passwords_file, self.settings.airflow)
 
     def _secret(self, name: str) -> str:
         path = self.home / name

@@ -44,13 +44,41 @@ def spark_class() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 
 
-def _daemon_env(stack: StackSettings) -> dict[str, str]:
-    return {
-        "SPARK_LOCAL_IP": stack.host,
+def daemon_env(local_ip: str | None) -> dict[str, str]:
+    """The environment of a master or worker; ``local_ip``: the one address to bind."""
+    env = {
         "SPARK_DAEMON_MEMORY": "256m",
         "SPARK_DAEMON_JAVA_OPTS": _DAEMON_JAVA_OPTS,
         "PYSPARK_PYTHON": sys.executable,
+        # The REST submission server takes jobs from anyone who reaches it; nothing uses it.
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        # Finished apps' executor directories go after a day; a laptop's disk stays clean.
+        "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=true "
+        "-Dspark.worker.cleanup.appDataTtl=86400",
     }
+    if local_ip is not None:
+        env["SPARK_LOCAL_IP"] = local_ip
+    return env
+
+
+def master_argv(host: str, port: int, ui_port: int) -> list[str]:
+    return [spark_class(), MASTER_CLASS, "--host", host, "--port", str(port),
+            "--webui-port", str(ui_port)]  # fmt: skip
+
+
+def worker_argv(
+    master_url: str,
+    *,
+    host: str,
+    port: int,
+    ui_port: int,
+    cores: int,
+    memory_mb: int,
+    work_dir: Path,
+) -> list[str]:
+    return [spark_class(), WORKER_CLASS, "--host", host, "--port", str(port),
+            "--webui-port", str(ui_port), "--cores", str(cores), "--memory", f"{memory_mb}m",
+            "--work-dir", str(work_dir), master_url]  # fmt: skip
 
 
 def master_state(stack: StackSettings, timeout_s: float = 2.0) -> dict[str, Any] | None:
@@ -91,13 +119,11 @@ class SparkMaster:
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def argv(self) -> list[str]:
-        return [spark_class(), MASTER_CLASS,
-                "--host", self.stack.host,
-                "--port", str(self.stack.spark_master_port),
-                "--webui-port", str(self.stack.spark_master_ui_port)]  # fmt: skip
+        stack = self.stack
+        return master_argv(stack.host, stack.spark_master_port, stack.spark_master_ui_port)
 
     def env(self) -> dict[str, str]:
-        return _daemon_env(self.stack) | {"SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+        return daemon_env(self.stack.host)
 
     def check(self) -> tuple[bool, str]:
         state = master_state(self.stack)
@@ -138,19 +164,18 @@ class SparkWorker:
         (self.directory / "work").mkdir(parents=True, exist_ok=True)
 
     def argv(self) -> list[str]:
-        return [spark_class(), WORKER_CLASS,
-                "--host", self.stack.host,
-                "--port", str(self.port),
-                "--webui-port", str(self.stack.spark_worker_ui_ports[self.index]),
-                "--cores", str(self.stack.spark_worker_cores),
-                "--memory", f"{self.stack.spark_worker_memory_mb}m",
-                "--work-dir", str((self.directory / "work").resolve()),
-                self.stack.spark_master_url]  # fmt: skip
+        return worker_argv(
+            self.stack.spark_master_url,
+            host=self.stack.host,
+            port=self.port,
+            ui_port=self.stack.spark_worker_ui_ports[self.index],
+            cores=self.stack.spark_worker_cores,
+            memory_mb=self.stack.spark_worker_memory_mb,
+            work_dir=(self.directory / "work").resolve(),
+        )
 
     def env(self) -> dict[str, str]:
-        # Finished apps' executor directories go after a day; a laptop's disk stays clean.
-        cleanup = "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.appDataTtl=86400"
-        return _daemon_env(self.stack) | {"SPARK_WORKER_OPTS": cleanup}
+        return daemon_env(self.stack.host)
 
     def check(self) -> tuple[bool, str]:
         state = master_state(self.stack)

@@ -1,0 +1,224 @@
+"""The compose stack, checked without a Docker engine.
+
+Debian's ``docker-compose`` validates and resolves the file (anchors, merges,
+``${VAR}`` interpolation) with a ``.env`` made by ``photon stack compose-env``;
+the resolved file is then checked service by service: pinned images, health
+checks, commands that the installed ``photon`` and ``airflow`` accept, PHOTON_*
+variables that the settings accept, and no secret in the repository.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from photon.runs import environment
+from photon.security.compose_env import secret_names
+from photon.settings import load_settings
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+COMPOSE = REPO / "docker-compose.yml"
+EXAMPLE = REPO / ".env.example"
+BIN = Path(sys.executable).parent
+#: Images whose own server is the command (not Photon's or Airflow's CLI).
+THIRD_PARTY_COMMANDS = {"minio/minio": "server", "redis": "redis-server"}
+SECRET_NAME = re.compile(r"(PASSWORD|SECRET|SECRET_KEY|FERNET_KEY|TOKEN)$", re.IGNORECASE)
+
+
+def docker_compose(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("docker-compose")
+    assert binary, "docker-compose is missing: infra/install-system-deps.sh installs it"
+    return subprocess.run(
+        [binary, "--project-directory", str(REPO), "-f", str(COMPOSE), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compose") / ".env"
+    result = subprocess.run(
+        [BIN / "photon", "stack", "compose-env", "--example", str(EXAMPLE), "--out", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def services(env_file: Path) -> dict[str, dict[str, Any]]:
+    result = docker_compose("--env-file", str(env_file), "config")
+    assert result.returncode == 0, result.stderr
+    resolved: dict[str, Any] = yaml.safe_load(result.stdout)
+    return dict(resolved["services"])
+
+
+def test_config_passes_with_the_generated_env_and_names_the_missing_secrets_without(
+    env_file: Path, tmp_path: Path
+) -> None:
+    assert docker_compose("--env-file", str(env_file), "config", "-q").returncode == 0
+    unfilled = docker_compose("--env-file", str(EXAMPLE), "config", "-q")
+    assert unfilled.returncode != 0
+    assert "photon stack compose-env" in unfilled.stderr
+
+
+def test_the_stack_has_every_part(services: dict[str, dict[str, Any]]) -> None:
+    expected = {"zk1", "zk2", "zk3", "minio", "minio-init", "redis", "spark-master"}
+    expected |= {"spark-worker1", "spark-worker2", "postgres", "airflow-init", "generator"}
+    expected |= {f"airflow-{c}" for c in ("api-server", "scheduler", "dag-processor", "triggerer")}
+    expected |= {f"{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a", "b")}
+    assert set(services) == expected
+
+
+def _pinned(image: str) -> bool:
+    name, _, tag = image.rpartition(":")
+    return bool(name) and "/" not in tag and tag != "latest" and bool(re.search(r"\d", tag))
+
+
+def test_every_image_is_pinned_and_so_is_every_base_image(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, service in services.items():
+        assert _pinned(service["image"]), f"{name}: {service['image']}"
+        build = service.get("build")
+        if build:
+            dockerfile = Path(build["context"]) / build["dockerfile"]
+            bases = re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(), re.MULTILINE)
+            assert bases and all(_pinned(b) for b in bases), f"{dockerfile}: {bases}"
+
+
+def test_the_clusters_spark_is_the_pinned_pyspark(services: dict[str, dict[str, Any]]) -> None:
+    """Master and workers run the image's pip-installed Spark, installed from the lock."""
+    pins = dict(
+        line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )  # fmt: skip
+    assert pins["pyspark"] == pins["pyspark-client"]
+    dockerfile = (REPO / "infra" / "photon" / "Dockerfile").read_text()
+    assert "-c constraints.txt" in dockerfile
+    for name in ("spark-master", "spark-worker1", "spark-worker2"):
+        role = "master" if name == "spark-master" else "worker"
+        assert services[name]["build"]["dockerfile"] == "infra/photon/Dockerfile"
+        assert services[name]["command"][:3] == ["photon", "cluster", role]
+
+
+def test_every_long_running_service_has_a_healthcheck_and_its_dependents_wait_for_it(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, service in services.items():
+        if service.get("restart") == "no":  # a job: it runs once and exits
+            continue
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+    for name, service in services.items():
+        for dependency, rule in service.get("depends_on", {}).items():
+            wanted = "service_completed_successfully"
+            if services[dependency].get("restart") != "no":
+                wanted = "service_healthy"
+            assert rule["condition"] == wanted, f"{name} -> {dependency}"
+
+
+def _commands(service: dict[str, Any]) -> list[list[str]]:
+    command = service.get("command")
+    if not command:
+        return []
+    if command[:2] == ["bash", "-c"]:
+        return [shlex.split(part) for part in command[2].split("&&")]
+    return [list(command)]
+
+
+def test_every_command_is_one_the_installed_clis_accept(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    checked = 0
+    for name, service in services.items():
+        for argv in _commands(service):
+            if argv[0] in ("photon", "airflow"):
+                # --help after every argument: click rejects an unknown command or option first
+                result = subprocess.run(
+                    [str(BIN / argv[0]), *argv[1:], "--help"],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                )
+                assert result.returncode == 0, f"{name}: {argv}: {result.stdout}{result.stderr}"
+                checked += 1
+            else:
+                image = service["image"].rpartition(":")[0]
+                assert THIRD_PARTY_COMMANDS.get(image) == argv[0], f"{name}: {argv}"
+    assert checked >= 12
+
+
+def test_every_photon_variable_is_a_setting_with_a_valid_value(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, service in services.items():
+        photon_env = {
+            k: str(v)
+            for k, v in (service.get("environment") or {}).items()
+            if k.startswith("PHOTON_")
+        }
+        if not photon_env:
+            continue
+        with environment(photon_env):
+            settings = load_settings()  # raises SettingsError naming any bad one
+        if name.startswith(("joiner-", "query-reader-")):
+            app, dc = name.rsplit("-", 1)
+            port = settings.metrics_port(dc, app)
+            assert f"127.0.0.1:{port}/metrics" in " ".join(service["healthcheck"]["test"]), name
+            assert settings.s3.access_key == name  # its own S3 user
+            assert settings.pipeline.driver_host == name
+
+
+def test_no_secret_is_committed() -> None:
+    example = EXAMPLE.read_text()
+    for line in example.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and SECRET_NAME.search(key) and not line.startswith("#"):
+            assert value == "", f".env.example sets a secret: {key}"
+    assert "ZK_AUTH_PASSWORD" in secret_names(example)
+    for number, line in enumerate(COMPOSE.read_text().splitlines(), 1):
+        key, sep, value = line.strip().partition(":")
+        if sep and SECRET_NAME.search(key) and value.strip():
+            assert "${" in value, f"docker-compose.yml:{number} sets {key} literally"
+        for inline in re.findall(r'"password": "([^"]*)"', line):  # connections' JSON
+            assert inline.startswith("${"), f"docker-compose.yml:{number} has a literal password"
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", ".env", "*.env"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert tracked.split() == []
+    assert ".env" in (REPO / ".gitignore").read_text().splitlines()
+
+
+def test_compose_env_never_overwrites_an_existing_env(env_file: Path) -> None:
+    before = env_file.read_text()
+    result = subprocess.run(
+        [BIN / "photon", "stack", "compose-env", "--example", str(EXAMPLE), "--out", str(env_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "exists" in result.stderr
+    assert env_file.read_text() == before
+    assert env_file.stat().st_mode & 0o077 == 0
