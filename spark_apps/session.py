@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from photon.settings import PipelineSettings
@@ -58,6 +58,10 @@ def photon_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
 def submitted_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
     """A batch job's session: spark-submit's master and ``--conf`` win over the settings."""
     use_project_interpreter()
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Under spark-submit its JVM holds --master and --conf; a SparkConf sees them
+        # only once the gateway to that JVM is up (before, it is an empty Python dict).
+        SparkContext._ensure_initialized()
     submitted = SparkConf()
     master = submitted.get("spark.master", pipeline.spark_master) or pipeline.spark_master
     builder = SparkSession.builder.appName(app_name)

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,3 +117,27 @@ def local_stack(stack_settings: PhotonSettings) -> Iterator[LocalStack]:
         yield stack
     finally:
         stack.down(purge=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """``airflow db migrate`` once per session (the home is set in pytest_configure)."""
+    airflow = Path(sys.executable).parent / "airflow"
+    subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True, timeout=300)
+
+
+RunDag = Callable[..., Any]
+
+
+@pytest.fixture
+def run_dag(airflow_db: None) -> RunDag:
+    """``dag.test()`` of one of our DAGs (loaded through a DagBag, as Airflow loads it)."""
+
+    def run(dag_id: str, **conf: Any) -> Any:
+        from airflow.models.dagbag import DagBag
+
+        bag = DagBag(include_examples=False)
+        assert bag.import_errors == {}
+        return bag.get_dag(dag_id).test(run_conf=conf or None)
+
+    return run

@@ -3,8 +3,9 @@
 A private stack (its own ports and directories) with the Spark master and two
 workers, and the registry under a digest ACL: the main job's correctness
 checks must hold with every app running on the cluster, nothing of the stack
-or the apps may listen beyond loopback, and a ZooKeeper client without the
-credentials must be refused.
+or the apps may listen beyond loopback, Airflow's SparkSubmitOperator must
+submit a batch job (log-file-map compaction) to the master when spark_default
+names it, and a ZooKeeper client without the credentials must be refused.
 """
 
 from __future__ import annotations
@@ -22,13 +23,17 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from photon.gen.simulator import load_manifest
+from photon.join.logmap import delta_prefix
+from photon.ops.compaction import read_runs
 from photon.stack import process
+from photon.stack.airflow import connection_env
 from photon.stack.ports import free_ports
-from photon.stack.spark import active_app_names
+from photon.stack.spark import active_app_names, master_state
 from photon.storage import ObjectStore
-from tests.conftest import settings_from_env, stack_env
+from tests.conftest import RunDag, settings_from_env, stack_env
 from tests.e2e.main_job import check_main_job
 from tests.e2e.test_pipelines import FAST_RETRIES, photon
+from tests.integration.dags.conftest import task_states
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +44,10 @@ APPS = {f"photon-{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a
 @pytest.fixture
 def cluster_env(tmp_path: Path) -> dict[str, str]:
     env = stack_env(tmp_path)
+    taken = set(settings_from_env(env).stack.ports().values())
     ports = free_ports(6)
+    while taken & set(ports):  # free now, but the stack's own picks may coincide
+        ports = free_ports(6)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
     return (
         clean
@@ -69,7 +77,7 @@ def _exposed(pids: list[int]) -> list[str]:
 
 
 def test_both_dcs_join_on_the_standalone_cluster_under_a_registry_acl(
-    cluster_env: dict[str, str], tmp_path: Path
+    cluster_env: dict[str, str], tmp_path: Path, run_dag: RunDag, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = settings_from_env(cluster_env)
     up = json.loads(photon(cluster_env, "up", "--spark-cluster", "--json", timeout=180))
@@ -107,6 +115,21 @@ def test_both_dcs_join_on_the_standalone_cluster_under_a_registry_acl(
         store = ObjectStore.from_settings(settings)
         summary = json.loads(stdout_path.read_text())
         check_main_job(store, load_manifest(settings.logs_root), summary)
+
+        # Airflow's SparkSubmitOperator submits to the master spark_default names.
+        on_cluster = settings_from_env(cluster_env | {"PHOTON_PIPELINE__SPARK_MASTER": master})
+        airflow_env = {k: v for k, v in cluster_env.items() if k.startswith("PHOTON_")}
+        for key, value in (airflow_env | connection_env(on_cluster)).items():
+            monkeypatch.setenv(key, value)
+        deltas_before = read_runs(store, "a").delta_keys
+        dag_run = run_dag("photon_logmap_compaction", dc="a", sample=20)
+        assert str(dag_run.state) == "success", task_states(dag_run)
+        state = master_state(settings.stack) or {}
+        ran = {app["name"] for app in state.get("completedapps", []) + state.get("activeapps", [])}
+        assert "photon-logmap-compaction" in ran, state
+        assert deltas_before  # the query reader's runs, now merged into one sorted run
+        assert list(store.keys(delta_prefix("a"))) == []
+        assert len(read_runs(store, "a").sorted_keys) == 1
 
         stranger = KazooClient(hosts=",".join(settings.zk_hosts), timeout=10)
         stranger.start(timeout=15)

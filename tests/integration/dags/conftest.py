@@ -1,38 +1,8 @@
-"""Airflow for the DAG tests: the metadata database (SQLite, in the test's Airflow home)."""
+"""Helpers of the DAG tests (``airflow_db`` and ``run_dag`` are in the root conftest)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import pytest
-
-
-@pytest.fixture(scope="session")
-def airflow_db() -> None:
-    """``airflow db migrate`` once per session (the home is set in the root conftest)."""
-    airflow = Path(sys.executable).parent / "airflow"
-    subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True, timeout=300)
-
-
-RunDag = Callable[..., Any]
-
-
-@pytest.fixture
-def run_dag(airflow_db: None) -> RunDag:
-    """``dag.test()`` of one of our DAGs (loaded through a DagBag, as Airflow loads it)."""
-
-    def run(dag_id: str, **conf: Any) -> Any:
-        from airflow.models.dagbag import DagBag
-
-        bag = DagBag(include_examples=False)
-        assert bag.import_errors == {}
-        return bag.get_dag(dag_id).test(run_conf=conf or None)
-
-    return run
 
 
 def task_states(dag_run: Any) -> dict[str, str]:

@@ -15,7 +15,8 @@ from photon.join.logmap import delta_prefix, sorted_prefix
 from photon.join.output import rows_under
 from photon.ops.compaction import lookups, read_runs, sample_entries
 from photon.ops.verify import read_report
-from tests.integration.dags.conftest import RunDag, task_states, xcom
+from tests.conftest import RunDag
+from tests.integration.dags.conftest import task_states, xcom
 from tests.integration.ops_pipelines import OpsPhoton, S
 
 pytestmark = pytest.mark.integration
