@@ -68,13 +68,16 @@ def _print(status: AirflowStatus, json_out: bool) -> None:
     if json_out:
         print_json(status.to_dict())
         return
-    table = Table("service", "process", "health (Airflow's own report)")
+    table = Table("service", "process", "health (Airflow's own report)", "listening")
     # The API server reports the metadata database's health; the others report their own.
     reported_as = {"postgres": "metadatabase", "api-server": "metadatabase"}
     for name, running in status.services.items():
         key = reported_as.get(name, name.replace("-", "_"))
-        table.add_row(name, running, status.health.get(key, "-"))
+        listening = ", ".join(status.listening.get(name, [])) or "-"
+        table.add_row(name, running, status.health.get(key, "-"), listening)
     out.print(table)
+    for exposed in status.exposed:
+        err.print(f"[red]problem:[/] listens beyond loopback: {exposed}")
 
 
 @airflow_app.command("passwords-file")

@@ -33,7 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,18 @@ class AirflowStatus:
     admin_user: str
     services: dict[str, str]  # name -> "running" / "not running"
     health: dict[str, str]  # Airflow's own health report, by component
+    #: Every TCP address:port each service (with its child processes) listens on.
+    listening: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def exposed(self) -> list[str]:
+        """Listening sockets beyond loopback: there must be none."""
+        return [
+            f"{name} {address}"
+            for name, addresses in self.listening.items()
+            for address in addresses
+            if not process.is_loopback(address.rsplit(":", 1)[0])
+        ]
 
     @property
     def healthy(self) -> bool:
@@ -136,6 +148,7 @@ class AirflowStatus:
             all(v == "running" for v in self.services.values())
             and bool(self.health)
             and all(v == "healthy" for v in self.health.values())
+            and not self.exposed
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,6 +158,8 @@ class AirflowStatus:
             "admin_user": self.admin_user,
             "services": self.services,
             "health": self.health,
+            "listening": self.listening,
+            "exposed": self.exposed,
         }
 
 
@@ -214,18 +229,17 @@ class AirflowStack:
 
     def status(self) -> AirflowStatus:
         state = self._load()
-        services = {
-            name: (
-                "running"
-                if state
-                and name in state.services
-                and process.is_running(state.services[name].identity)
-                else "not running"
-            )
-            for name in ["postgres", *AIRFLOW_SERVICES]
-        }
+        records = state.services if state else {}
+        services: dict[str, str] = {}
+        listening: dict[str, list[str]] = {}
+        for name in ["postgres", *AIRFLOW_SERVICES]:
+            record = records.get(name)
+            running = record is not None and process.is_running(record.identity)
+            services[name] = "running" if running else "not running"
+            if record is not None and running:
+                listening[name] = [f"{a}:{p}" for a, p in process.listening(record.identity)]
         return AirflowStatus(
-            self.api_url, self.settings.airflow.admin_user, services, self._health()
+            self.api_url, self.settings.airflow.admin_user, services, self._health(), listening
         )
 
     def env(self) -> dict[str, str]:
@@ -394,6 +408,10 @@ class AirflowStack:
         if name == "api-server":
             host, port = self.settings.stack.host, self.settings.airflow.api_port
             return [self._airflow_bin(), name, "--host", host, "--port", str(port)]
+        if name in ("scheduler", "triggerer"):
+            # Their log servers bind every address, whatever the settings say; the API
+            # server on this machine reads the task logs from disk and needs neither.
+            return [self._airflow_bin(), name, "--skip-serve-logs"]
         return [self._airflow_bin(), name]
 
     def _health(self) -> dict[str, str]:

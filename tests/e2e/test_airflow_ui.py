@@ -85,7 +85,7 @@ def token(base: str) -> str:
         return str(json.loads(response.read())["access_token"])
 
 
-def test_on_call_triggers_photon_reshard_from_the_ui_and_the_run_succeeds(
+def test_on_call_triggers_photon_reshard_from_the_ui_and_everything_listens_on_loopback(
     airflow_env: dict[str, str],
 ) -> None:
     from playwright.sync_api import expect, sync_playwright
@@ -138,3 +138,14 @@ def test_on_call_triggers_photon_reshard_from_the_ui_and_the_run_succeeds(
     finally:
         registry.close()
     assert epochs[-1].shards == 3 and len(epochs) == 2
+
+    # Nothing listens beyond loopback (Airflow's log servers would bind every address:
+    # `photon airflow up` runs the scheduler and triggerer without them).
+    airflow = json.loads(run(airflow_env, "airflow", "status", "--json").stdout)
+    assert airflow["healthy"] and airflow["exposed"] == [], airflow
+    listening = sorted(a for addresses in airflow["listening"].values() for a in addresses)
+    ports = (airflow_env["PHOTON_AIRFLOW__API_PORT"], airflow_env["PHOTON_AIRFLOW__POSTGRES_PORT"])
+    assert listening == sorted(f"127.0.0.1:{port}" for port in ports)
+    stack = json.loads(run(airflow_env, "stack", "status", "--json").stdout)
+    assert stack["problems"] == []
+    assert all(s["listening"] for s in stack["services"])  # every server seen listening
