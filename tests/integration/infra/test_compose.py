@@ -47,16 +47,21 @@ def docker_compose(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("compose") / ".env"
-    result = subprocess.run(
-        [BIN / "photon", "stack", "compose-env", "--example", str(EXAMPLE), "--out", str(path)],
+def compose_env(out: Path) -> subprocess.CompletedProcess[str]:
+    """`photon stack compose-env`, as a user runs it."""
+    return subprocess.run(
+        [BIN / "photon", "stack", "compose-env", "--example", str(EXAMPLE), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+@pytest.fixture(scope="module")
+def env_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("compose") / ".env"
+    result = compose_env(path)
     assert result.returncode == 0, result.stderr
     return path
 
@@ -211,13 +216,7 @@ def test_no_secret_is_committed() -> None:
 
 def test_compose_env_never_overwrites_an_existing_env(env_file: Path) -> None:
     before = env_file.read_text()
-    result = subprocess.run(
-        [BIN / "photon", "stack", "compose-env", "--example", str(EXAMPLE), "--out", str(env_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = compose_env(env_file)
     assert result.returncode == 2
     assert "exists" in result.stderr
     assert env_file.read_text() == before
