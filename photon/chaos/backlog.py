@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from photon.events.records import decode_click
-from photon.join.runtime import JOINER
+from photon.join.runtime import JOINER, QUERY_READER
 from photon.settings import PhotonSettings
 
 #: How far past an offset to look for the first click that decodes.
@@ -37,6 +37,7 @@ _PROBE_BYTES = 64 * 1024
 class Backlog:
     bytes: int
     lag_s: float  # behind the end of its logs, in the logs' time; 0 when none is left
+    files: int = 0  # files with bytes past the committed offsets
 
 
 def committed_offsets(checkpoint: Path) -> dict[str, int]:
@@ -59,7 +60,7 @@ def backlog(click_logs: Path, offsets: dict[str, int]) -> Backlog:
     series: dict[str, list[Path]] = defaultdict(list)  # one ad server's files, in order
     for path in sorted(click_logs.glob("*.log")) if click_logs.is_dir() else []:
         series[path.name.rsplit(".", 2)[0]].append(path)
-    unread, lag_us = 0, 0
+    unread, lag_us, behind = 0, 0, 0
     for files in series.values():
         oldest_us: int | None = None
         for path in files:
@@ -71,17 +72,24 @@ def backlog(click_logs: Path, offsets: dict[str, int]) -> Backlog:
             if size <= start:
                 continue
             unread += size - start
+            behind += 1
             if oldest_us is None:
                 oldest_us = _first_click_us(path, start)
         newest_us = _last_click_us(files[-1])
         if oldest_us is not None and newest_us is not None:
             lag_us = max(lag_us, newest_us - oldest_us)
-    return Backlog(unread, round(lag_us / 1_000_000, 1))
+    return Backlog(unread, round(lag_us / 1_000_000, 1), behind)
 
 
 def joiner_backlog(settings: PhotonSettings, dc: str) -> Backlog:
     checkpoint = settings.pipeline_dir(dc, JOINER) / "checkpoint"
     return backlog(settings.dc_logs(dc) / "clicks", committed_offsets(checkpoint))
+
+
+def query_reader_backlog(settings: PhotonSettings, dc: str) -> Backlog:
+    """The query reader's unread query-log bytes and files (its lag_s is 0: no click times)."""
+    checkpoint = settings.pipeline_dir(dc, QUERY_READER) / "checkpoint"
+    return backlog(settings.dc_logs(dc) / "queries", committed_offsets(checkpoint))
 
 
 def _first_click_us(path: Path, offset: int) -> int | None:

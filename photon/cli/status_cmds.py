@@ -1,0 +1,52 @@
+"""``photon status``: the live dashboard on-call opens first (or one JSON snapshot)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.live import Live
+
+from photon.cli.common import JsonOption, out, print_json, settings_of
+from photon.observe.dashboard import render
+from photon.observe.status import collect
+
+
+def status(
+    ctx: typer.Context,
+    json_out: JsonOption = False,
+    interval: Annotated[
+        float,
+        typer.Option(
+            min=0.5,
+            max=3600,
+            help="Seconds between refreshes (with --json: between the two snapshots "
+            "the rates come from).",
+        ),
+    ] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="Draw the dashboard once and exit.")] = False,
+) -> None:
+    """Every DC's pipelines, the registry and the cache, live (Ctrl-C to leave); exit 1 with
+    --json or --once when something needs attention."""
+    settings = settings_of(ctx)
+    first = collect(settings)
+    if json_out or once:
+        time.sleep(interval)  # a rate needs two snapshots
+        snapshot = collect(settings, first)
+        if json_out:
+            print_json(snapshot.to_dict())
+        else:
+            out.print(render(snapshot))
+        if not snapshot.healthy:
+            raise typer.Exit(1)
+        return
+    snapshot = first
+    try:
+        with Live(render(snapshot), console=out, refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(interval)
+                snapshot = collect(settings, snapshot)
+                live.update(render(snapshot))
+    except KeyboardInterrupt:
+        pass

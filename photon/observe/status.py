@@ -1,0 +1,245 @@
+"""What on-call looks at first: one snapshot of every DC, the registry and the cache.
+
+:func:`collect` reads, each time it is called:
+
+* per DC — each app's Prometheus endpoint (up when it answers; its counters
+  and histograms), the apps' Spark checkpoints against the log heads (input
+  lag: bytes and files not committed yet; the joiner's lag in the logs' own
+  time, see :mod:`photon.chaos.backlog`);
+* the registry — ``srvr`` and ``mntr`` of every ZooKeeper node (mode, znode
+  count), the sharding epochs and each shard's ids and GC boundary;
+* the cache — Redis ``INFO`` (memory used, the limit) and the joiners' hit
+  ratio (from their lookups, which is what the cache is for).
+
+Rates (joined clicks per second) need two snapshots: pass the previous one.
+
+How it fails: it does not. A part that cannot be reached is reported as
+such (an app ``down``, a ZooKeeper node ``down``, the registry or Redis with
+an ``error``), because a dashboard that raises at 3 a.m. shows nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from photon.chaos.backlog import Backlog, joiner_backlog, query_reader_backlog
+from photon.join.runtime import JOINER, QUERY_READER
+from photon.observe.prom import Scrape, scrape
+from photon.settings import PhotonSettings
+from photon.stack.zookeeper import four_letter_word
+
+APPS = (QUERY_READER, JOINER)
+
+
+@dataclass
+class InputLag:
+    bytes: int
+    files: int
+    lag_s: float | None  # the joiner's, in the logs' time; None for the query reader
+
+    @classmethod
+    def of(cls, backlog: Backlog, *, with_time: bool) -> InputLag:
+        return cls(backlog.bytes, backlog.files, backlog.lag_s if with_time else None)
+
+
+@dataclass
+class DcStatus:
+    dc: str
+    apps: dict[str, str]  # app -> "up" / "down"
+    input_lag: dict[str, InputLag]  # "queries" / "clicks"
+    joined_total: int
+    joined_per_s: float | None  # None on the first snapshot
+    retries_pending: int
+    unjoinable_total: int
+    too_old_total: int
+    quarantined_total: int
+    latency_p50_s: float | None
+    latency_p90_s: float | None
+    cache_hits: int
+    cache_misses: int
+
+    @property
+    def up(self) -> bool:
+        return all(state == "up" for state in self.apps.values())
+
+
+@dataclass
+class ZkNode:
+    host: str
+    mode: str  # leader / follower / standalone / not serving / down
+    znodes: int | None
+
+
+@dataclass
+class RegistryStatus:
+    nodes: list[ZkNode]
+    epochs: list[dict[str, int]] = field(default_factory=list)
+    shards: list[dict[str, int]] = field(default_factory=list)
+    ids: int = 0
+    error: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        modes = [n.mode for n in self.nodes]
+        if len(modes) == 1:
+            return modes == ["standalone"]
+        return modes.count("leader") == 1 and modes.count("follower") == len(modes) - 1
+
+    @property
+    def znodes(self) -> int | None:
+        counts = [n.znodes for n in self.nodes if n.znodes is not None]
+        return max(counts) if counts else None
+
+
+@dataclass
+class CacheStatus:
+    hit_ratio: float | None
+    memory_used_bytes: int | None
+    memory_max_bytes: int | None
+    keys: int | None
+    error: str | None = None
+
+
+@dataclass
+class Snapshot:
+    at: float
+    dcs: dict[str, DcStatus]
+    registry: RegistryStatus
+    cache: CacheStatus
+
+    @property
+    def healthy(self) -> bool:
+        return all(d.up for d in self.dcs.values()) and self.registry.healthy
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["healthy"] = self.healthy
+        for name, dc in self.dcs.items():
+            data["dcs"][name]["up"] = dc.up
+        data["registry"]["healthy"] = self.registry.healthy
+        data["registry"]["znodes"] = self.registry.znodes
+        return data
+
+
+def collect(settings: PhotonSettings, previous: Snapshot | None = None) -> Snapshot:
+    now = time.time()
+    dcs = {dc: _dc_status(settings, dc, now, previous) for dc in settings.dcs}
+    hits = sum(d.cache_hits for d in dcs.values())
+    misses = sum(d.cache_misses for d in dcs.values())
+    return Snapshot(now, dcs, _registry_status(settings), _cache_status(settings, hits, misses))
+
+
+def _dc_status(
+    settings: PhotonSettings, dc: str, now: float, previous: Snapshot | None
+) -> DcStatus:
+    scrapes: dict[str, Scrape | None] = {}
+    for app in APPS:
+        port = settings.metrics_port(dc, app)
+        scrapes[app] = (
+            None if port is None else scrape(f"http://{settings.stack.host}:{port}/metrics")
+        )
+    joiner = scrapes[JOINER] or Scrape()
+    both = Scrape([s for each in scrapes.values() if each for s in each.samples])
+    joined = int(joiner.total("photon_clicks_total", dc=dc, outcome="joined"))
+    rate = None
+    before = previous.dcs.get(dc) if previous else None
+    if previous is not None and before is not None and now > previous.at:
+        rate = round(max(0, joined - before.joined_total) / (now - previous.at), 1)
+    latency = "photon_join_latency_seconds"
+    return DcStatus(
+        dc=dc,
+        apps={app: "down" if scrapes[app] is None else "up" for app in APPS},
+        input_lag={
+            "queries": InputLag.of(query_reader_backlog(settings, dc), with_time=False),
+            "clicks": InputLag.of(joiner_backlog(settings, dc), with_time=True),
+        },
+        joined_total=joined,
+        joined_per_s=rate,
+        retries_pending=int(joiner.total("photon_retries_pending", dc=dc)),
+        unjoinable_total=int(joiner.total("photon_clicks_total", dc=dc, outcome="unjoinable")),
+        too_old_total=int(joiner.total("photon_clicks_total", dc=dc, outcome="too_old")),
+        quarantined_total=int(both.total("photon_quarantined_lines_total", dc=dc)),
+        latency_p50_s=_rounded(joiner.quantile(latency, 0.5, dc=dc)),
+        latency_p90_s=_rounded(joiner.quantile(latency, 0.9, dc=dc)),
+        cache_hits=int(joiner.total("photon_cache_lookups_total", dc=dc, result="hit")),
+        cache_misses=int(joiner.total("photon_cache_lookups_total", dc=dc, result="miss")),
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _zk_node(host_port: str) -> ZkNode:
+    host, _, port = host_port.rpartition(":")
+    try:
+        srvr = four_letter_word(host, int(port), "srvr")
+    except OSError:
+        return ZkNode(host_port, "down", None)
+    mode = next(
+        (line.split(":", 1)[1].strip() for line in srvr.splitlines() if line.startswith("Mode:")),
+        "not serving",
+    )
+    znodes = None
+    try:
+        for line in four_letter_word(host, int(port), "mntr").splitlines():
+            key, _, value = line.partition("\t")
+            if key == "zk_znode_count" and value.strip().isdigit():
+                znodes = int(value)
+    except OSError:
+        pass
+    return ZkNode(host_port, mode, znodes)
+
+
+def _registry_status(settings: PhotonSettings) -> RegistryStatus:
+    from photon.registry_access import connect_registry  # kazoo: only when asked
+
+    status = RegistryStatus(nodes=[_zk_node(h) for h in settings.zk_hosts])
+    if not any(n.mode in ("leader", "follower", "standalone") for n in status.nodes):
+        status.error = "no ZooKeeper node serves"
+        return status
+    try:
+        registry = connect_registry(settings)
+    except Exception as exc:
+        status.error = f"cannot connect: {exc}"
+        return status
+    try:
+        config = registry.sharding()
+        status.epochs = [{"start_us": e.start_us, "shards": e.shards} for e in config.epochs]
+        status.shards = [
+            {
+                "shard": s.shard,
+                "ids": s.ids,
+                "gc_boundary_us": s.gc_boundary_us,
+                "buckets": s.buckets,
+            }
+            for s in registry.shard_stats()
+        ]
+        status.ids = sum(s["ids"] for s in status.shards)
+    except Exception as exc:
+        status.error = str(exc)
+    finally:
+        registry.close()
+    return status
+
+
+def _cache_status(settings: PhotonSettings, hits: int, misses: int) -> CacheStatus:
+    ratio = round(hits / (hits + misses), 3) if hits + misses else None
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        memory = client.info("memory")
+        keys = int(client.dbsize())
+    except redis.RedisError as exc:
+        return CacheStatus(ratio, None, None, None, error=str(exc))
+    finally:
+        client.close()
+    return CacheStatus(
+        ratio,
+        int(memory.get("used_memory", 0)),
+        int(memory.get("maxmemory", 0)) or None,
+        keys,
+    )

@@ -1,0 +1,78 @@
+"""The dashboard draws a snapshot: every DC's measures, the ensemble, shards and cache."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from photon.observe.dashboard import render
+from photon.observe.status import (
+    CacheStatus,
+    DcStatus,
+    InputLag,
+    RegistryStatus,
+    Snapshot,
+    ZkNode,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def dc(name: str, joiner: str = "up", lag_s: float = 1.0) -> DcStatus:
+    return DcStatus(
+        dc=name,
+        apps={"query-reader": "up", "joiner": joiner},
+        input_lag={"queries": InputLag(2048, 1, None), "clicks": InputLag(4096, 2, lag_s)},
+        joined_total=12345,
+        joined_per_s=321.5,
+        retries_pending=7,
+        unjoinable_total=3,
+        too_old_total=0,
+        quarantined_total=4,
+        latency_p50_s=1.25,
+        latency_p90_s=2.5,
+        cache_hits=90,
+        cache_misses=10,
+    )
+
+
+def snapshot(
+    *dcs: DcStatus, modes: tuple[str, ...] = ("leader", "follower", "follower")
+) -> Snapshot:
+    nodes = [ZkNode(f"127.0.0.1:{2181 + i}", mode, 120) for i, mode in enumerate(modes)]
+    registry = RegistryStatus(
+        nodes=nodes,
+        epochs=[{"start_us": 0, "shards": 8}, {"start_us": 1, "shards": 10}],
+        shards=[{"shard": 0, "ids": 4321, "gc_boundary_us": 0, "buckets": 3}],
+        ids=4321,
+    )
+    cache = CacheStatus(0.9, 3 << 20, 256 << 20, 999)
+    return Snapshot(1_800_000_000.0, {d.dc: d for d in dcs}, registry, cache)
+
+
+def screen(snap: Snapshot) -> str:
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render(snap))
+    return console.export_text()
+
+
+def test_a_healthy_platform_shows_every_measure() -> None:
+    text = screen(snapshot(dc("a"), dc("b")))
+    assert "healthy" in text and "NEEDS ATTENTION" not in text
+    expected = ["DC a", "DC b", "321.50", "12,345", "1.25 s", "2.50 s", "4.0 KiB, 2 files"]
+    expected += ["leader", "follower", "8 → 10", "4,321", "90.0%", "3.0 MiB", "256.0 MiB"]
+    for part in expected:
+        assert part in text, part
+
+
+def test_a_down_joiner_or_a_leaderless_ensemble_needs_attention() -> None:
+    assert "NEEDS ATTENTION" in screen(snapshot(dc("a"), dc("b", joiner="down")))
+    text = screen(snapshot(dc("a"), modes=("follower", "down", "follower")))
+    assert "NEEDS ATTENTION" in text and "NOT one leader" in text
+
+
+def test_the_json_form_carries_the_derived_flags() -> None:
+    data = snapshot(dc("a"), dc("b", joiner="down")).to_dict()
+    assert data["healthy"] is False
+    assert data["dcs"]["a"]["up"] is True and data["dcs"]["b"]["up"] is False
+    assert data["registry"]["healthy"] is True and data["registry"]["znodes"] == 120
