@@ -5,7 +5,12 @@ Counters only grow; labels stay low-cardinality (DC, stream, reason).
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 LINES_READ = Counter(
     "photon_log_lines_read_total",
@@ -94,3 +99,41 @@ FAULTS_INJECTED = Counter(
     "crash_mid_write, s3_error, registry_delay.",
     ["kind"],
 )
+
+# -- the IdRegistry client (registry/ keeps plain counters; exported here) -------
+
+
+class RegistryClientCollector(Collector):
+    """The IdRegistry clients' own counters as ``photon_registry_*_total{dc}``.
+
+    ``registry`` imports nothing of ours, so its client counts in plain
+    integers (:class:`registry.client.RegisterCounters`); this collector reads
+    them at scrape time. One instance serves the process: :meth:`track` names
+    the counters of a DC's client (a rebuilt client replaces its predecessor).
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+
+    def track(self, dc: str, counters: Any) -> None:
+        self._clients[dc] = counters
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        fields = (
+            ("photon_registry_register_calls", "register calls (one per joiner batch)", "calls"),
+            ("photon_registry_register_ids", "Ids sent to register", "ids"),
+            (
+                "photon_registry_transactions",
+                "ZooKeeper multi transactions committed",
+                "transactions",
+            ),
+        )
+        for name, documentation, attribute in fields:
+            family = CounterMetricFamily(name, documentation + ".", labels=["dc"])
+            for dc, counters in sorted(self._clients.items()):
+                family.add_metric([dc], getattr(counters, attribute))
+            yield family
+
+
+REGISTRY_CLIENTS = RegistryClientCollector()
+REGISTRY.register(REGISTRY_CLIENTS)

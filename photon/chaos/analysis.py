@@ -61,17 +61,34 @@ class CatchUp:
 JoinTimes = dict[str, Counter[int]]
 
 
-def output_again_s(joins: JoinTimes, dcs: Iterable[str], after_s: float) -> float | None:
-    """Seconds from ``after_s`` until each DC in ``dcs`` has written a joined row again."""
+def output_again_s(
+    joins: JoinTimes,
+    dcs: Iterable[str],
+    after_s: float,
+    batches: dict[str, list[float]] | None = None,
+) -> float | None:
+    """Seconds from ``after_s`` until each DC in ``dcs`` works again: writes a joined row,
+    or — when the other DC had joined its clicks meanwhile, so there is nothing left for
+    it to write — reads its logs again (a ``joiner.batch`` with lines, from ``batches``)."""
     took = 0.0
     for dc in dcs:
-        later = [
+        later: list[float] = [
             second for second, n in joins.get(dc, Counter()).items() if second >= after_s and n
         ]
+        later += [t_s for t_s in (batches or {}).get(dc, []) if t_s >= after_s]
         if not later:
             return None
         took = max(took, min(later) - after_s)
     return round(max(took, 0.0), 1)
+
+
+def batch_seconds(lines: Iterable[dict[str, Any]], dc: str, started_wall_s: float) -> list[float]:
+    """When (seconds into the run) ``dc``'s joiner finished batches that read lines."""
+    return sorted(
+        round(at - started_wall_s, 1)
+        for line in lines
+        if (at := _batch_at(line, dc)) is not None and line.get("lines", 0)
+    )
 
 
 def joined_between(joins: JoinTimes, start_s: float, end_s: float) -> int:

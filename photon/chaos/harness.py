@@ -632,7 +632,13 @@ def _recovery_times(
     joins: analysis.JoinTimes,
     started_wall_s: float,
 ) -> None:
-    """Each fault's recovery, by when its DCs wrote joined rows again; the outage's catch-up."""
+    """Each fault's recovery, by when its DCs worked again; the outage's catch-up."""
+    batches = {
+        dc: analysis.batch_seconds(
+            analysis.json_lines(supervisor.log_path(dc, JOINER)), dc, started_wall_s
+        )
+        for dc in {dc for record in report.faults for dc in record.affects}
+    }
     for record in report.faults:
         if record.ended_s is None:
             continue
@@ -642,7 +648,9 @@ def _recovery_times(
         writing = analysis.writing_at(joins, record.at_s)
         record.affects = [dc for dc in record.affects if dc in writing]
         if record.affects:
-            record.recovered_s = analysis.output_again_s(joins, record.affects, record.ended_s)
+            record.recovered_s = analysis.output_again_s(
+                joins, record.affects, record.ended_s, batches
+            )
         if record.kind == "zookeeper_leader" and "down_at_s" in record.detail:
             record.detail["joined_while_down"] = analysis.joined_between(
                 joins, record.detail["down_at_s"], record.detail["restarted_at_s"]

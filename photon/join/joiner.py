@@ -288,6 +288,7 @@ class Joiner:
         now = self.clock()
         report = BatchReport(batch=batch, lines=len(lines))
         report.replay = self.retries.begin_batch(batch)
+        metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(len(lines))
         clicks, quarantined = self._decode(lines, report)
         quarantined += truncations
         report.quarantined = len(quarantined)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photon import metrics
 from photon.faults import FaultInjector
 from photon.join.adapter import load_adapter
 from photon.join.cache import CacheEventStore
@@ -105,6 +106,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
         app.closers.append(cache)
         registry = connect_registry(settings)
         app.closers.append(registry)
+        metrics.REGISTRY_CLIENTS.track(dc, registry.counters)
         # Operators (the resharding rollout) see which config version this joiner uses.
         registry.announce(
             f"{JOINER}-{attempt}",

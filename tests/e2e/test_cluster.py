@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,13 +30,12 @@ from photon.stack.ports import free_ports
 from photon.stack.spark import active_app_names, master_state
 from photon.storage import ObjectStore
 from tests.conftest import RunDag, settings_from_env, stack_env
+from tests.e2e.helpers import FAST_RETRIES, PHOTON, photon
 from tests.e2e.main_job import check_main_job
-from tests.e2e.test_pipelines import FAST_RETRIES, photon
 from tests.integration.dags.conftest import task_states
 
 pytestmark = pytest.mark.e2e
 
-PHOTON = str(Path(sys.executable).parent / "photon")
 APPS = {f"photon-{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a", "b")}
 
 

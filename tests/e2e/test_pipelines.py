@@ -10,10 +10,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,58 +24,10 @@ from photon.stack.manager import LocalStack
 from photon.stack.ports import free_ports, port_is_free
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
+from tests.e2e.helpers import PHOTON, photon
 from tests.e2e.main_job import check_main_job
 
 pytestmark = pytest.mark.e2e
-
-PHOTON = str(Path(sys.executable).parent / "photon")
-
-FAST_RETRIES = {
-    "PHOTON_RETRY__INITIAL_BACKOFF_S": "0.5",
-    "PHOTON_RETRY__MAX_BACKOFF_S": "2",
-    "PHOTON_RETRY__MAX_ATTEMPTS": "4",
-    "PHOTON_RETRY__MAX_AGE_S": "6",
-}
-
-
-@pytest.fixture
-def env(
-    local_stack: LocalStack, stack_environment: dict[str, str], tmp_path: Path
-) -> dict[str, str]:
-    """The shared stack, with this test's own logs, state, registry root, bucket and cache keys.
-
-    Tests generate logs with the same seed: cached queries of one must not join
-    another's clicks whose query never arrives.
-    """
-    bucket = f"photon-e2e-{uuid.uuid4().hex[:10]}"
-    s3_client(local_stack.settings.s3_endpoint_url, local_stack.settings.s3).create_bucket(
-        Bucket=bucket
-    )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
-    return (
-        clean
-        | stack_environment
-        | FAST_RETRIES
-        | {
-            "PHOTON_LOGS_ROOT": str(tmp_path / "logs"),
-            "PHOTON_PIPELINE__STATE_ROOT": str(tmp_path / "state"),
-            "PHOTON_ZOOKEEPER__ROOT": f"/photon-e2e-{uuid.uuid4().hex[:10]}",
-            "PHOTON_S3__BUCKET": bucket,
-            "PHOTON_REDIS__KEY_PREFIX": f"{bucket}:q",
-        }
-    )
-
-
-def photon(env: dict[str, str], *args: str, timeout: float = 400) -> str:
-    result = subprocess.run(
-        [PHOTON, "--log-level", "warning", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
 
 
 def output_rows(local_stack: LocalStack, env: dict[str, str], prefix: str) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import pytest
 from photon.chaos.analysis import (
     JoinTimes,
     Sample,
+    batch_seconds,
     catch_up,
     joined_between,
     json_lines,
@@ -57,6 +58,21 @@ def test_output_again_waits_for_every_affected_dc() -> None:
     assert output_again_s(joins, ["b"], 40.0) == 6.0  # b writes again at 46 s
     assert output_again_s(joins, ["a", "b"], 39.5) == 6.5
     assert output_again_s(joins, ["b"], 60.0) is None  # nothing written after
+
+
+def test_a_dc_whose_clicks_the_other_joined_works_again_when_it_reads_its_logs() -> None:
+    joins = {"a": Counter({10: 5, 70: 5}), "b": Counter({10: 5})}
+    batches = {"b": [9.0, 75.5, 80.0]}  # b read its logs again at 75.5 s; a had joined them
+    assert output_again_s(joins, ["b"], 60.0, batches) == 15.5
+    assert output_again_s(joins, ["a", "b"], 60.0, batches) == 15.5
+    lines: list[dict[str, Any]] = [
+        {"event": "joiner.batch", "dc": "b", "lines": 3, "timestamp": "2026-01-01T00:01:15+00:00"},
+        {"event": "joiner.batch", "dc": "b", "lines": 0, "timestamp": "2026-01-01T00:01:16+00:00"},
+        {"event": "joiner.batch", "dc": "a", "lines": 9, "timestamp": "2026-01-01T00:01:17+00:00"},
+        {"event": "app.start", "dc": "b", "timestamp": "2026-01-01T00:01:18+00:00"},
+    ]
+    started = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    assert batch_seconds(lines, "b", started) == [75.0]
 
 
 def test_joined_between_counts_every_dc_s_rows_written_in_the_span() -> None:
