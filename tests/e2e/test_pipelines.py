@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ import pytest
 from photon.gen.simulator import load_manifest
 from photon.join.output import decode
 from photon.stack.manager import LocalStack
-from photon.stack.ports import free_ports, port_is_free
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
 from tests.e2e.helpers import PHOTON, photon
@@ -171,70 +169,3 @@ def test_a_click_whose_query_is_written_a_minute_later_is_joined_after_retries(
     assert (row["click_id"], row["query_id"], row["ad_shown"]) == (click_id, query_id, True)
     joiner = next(a for a in json.loads(stdout)["apps"] if a["app"] == "joiner")
     assert joiner["deferred"] >= 5  # it waited through several retries
-
-
-def _two_free_ports() -> int:
-    for _ in range(50):
-        [port] = free_ports(1)
-        if port < 65535 and port_is_free("127.0.0.1", port + 1):
-            return port
-    raise AssertionError("no two consecutive free ports")
-
-
-def _scrape(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            return str(response.read().decode())
-    except OSError:
-        return ""
-
-
-def test_each_app_serves_metrics_and_sigterm_stops_the_run_cleanly(
-    local_stack: LocalStack, env: dict[str, str]
-) -> None:
-    base = _two_free_ports()
-    env = env | {"PHOTON_DCS": "a", "PHOTON_PIPELINE__METRICS_BASE_PORT": str(base)}
-    photon(env, "gen", "--queries", "800", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
-    run = subprocess.Popen(
-        [PHOTON, "--log-level", "warning", "run", "--dcs", "a"],  # no --until-idle: runs on
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        wanted = {
-            base: ['photon_queries_cached_total{dc="a"}', "photon_batch_seconds_count"],
-            base + 1: [
-                'photon_clicks_total{dc="a",outcome="joined"}',
-                'photon_join_latency_seconds_count{dc="a"}',
-                'photon_registry_batch_ids_count{dc="a"}',
-                'photon_registry_call_seconds_count{call="lookup",dc="a"}',
-                'photon_cache_lookups_total{dc="a",result="hit"}',
-                'photon_retries_pending{dc="a"}',
-            ],
-        }
-        while True:
-            pages = {port: _scrape(port) for port in wanted}
-            if all(name in pages[p] for p, names in wanted.items() for name in names):
-                break
-            assert run.poll() is None and time.monotonic() < deadline, pages
-            time.sleep(1)
-        joined = [
-            line
-            for line in pages[base + 1].splitlines()
-            if line.startswith('photon_clicks_total{dc="a",outcome="joined"}')
-        ]
-        assert float(joined[0].split()[-1]) > 0
-        run.send_signal(signal.SIGTERM)  # what Ctrl-C does, for a process without a terminal
-        stdout, _ = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-    assert run.returncode == 0
-    apps = json.loads(stdout)["apps"]
-    assert {(a["app"], a["exit"], a["stopped_by"]) for a in apps} == {
-        ("query-reader", 0, "signal"),
-        ("joiner", 0, "signal"),
-    }
