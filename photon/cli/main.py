@@ -35,6 +35,9 @@ from photon.gen.simulator import LogsNotEmptyError, load_manifest, simulate, wri
 from photon.join.audit import Audit, audit
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
+from photon.observe.recorder import METRICS_FILE, read_records
+from photon.observe.report import ReportError
+from photon.observe.report import write as report_write
 from photon.pipeline import PipelineError, reset_state
 from photon.security import compose_env
 from photon.security.s3_access import write_policy_files
@@ -386,6 +389,37 @@ def logs_scan(
         out.print(reasons)
 
 
+# -- report --------------------------------------------------------------------
+
+
+@app.command("report")
+def report(
+    run: Annotated[
+        Path,
+        typer.Option(
+            "--run",
+            help="The recorded run: a directory with metrics.jsonl "
+            "(`photon run --record DIR`, `photon demo`).",
+        ),
+    ],
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Where to write (default: RUN/report).")
+    ] = None,
+) -> None:
+    """Redraw the Photon paper's figures (7-13) for a recorded run: an HTML page, PNG charts
+    and the numbers behind each."""
+    if not (run / METRICS_FILE).is_file():
+        raise typer.BadParameter(f"{run / METRICS_FILE} does not exist", param_hint="--run")
+    records = read_records(run)
+    dcs = sorted(records[-1]["status"]["dcs"]) if records else []
+    try:
+        page = report_write(records, dcs, out_dir or run / "report", source=str(run))
+    except ReportError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    out.print(f"wrote {page} and its charts")
+
+
 # -- settings ------------------------------------------------------------------
 
 
@@ -440,9 +474,20 @@ def demo(
         gen_argv += ["--clean", "--queries", str(queries), "--rate", str(rate)]
         gen_argv += ["--outage-s", str(outage_s), "--rollover-bytes", str(256 * 1024)]
         writer = subprocess.Popen(gen_argv)  # the ad servers, in a process of their own
+        # The run's metrics, for its report (when the apps serve metrics: they do by default).
+        record_dir = (
+            Path("reports") / "demo" / stamp if settings.pipeline.metrics_base_port else None
+        )
         try:
             summary = pipeline_cmds.run(
-                ctx, dc=None, dcs=None, until_idle=30.0, master=None, fresh=False
+                ctx,
+                dc=None,
+                dcs=None,
+                until_idle=30.0,
+                master=None,
+                fresh=False,
+                record=record_dir,
+                record_interval=2.0,
             )
         except BaseException:
             writer.terminate()  # the pipelines failed: stop writing, keep the first error
@@ -453,13 +498,19 @@ def demo(
         out.rule("3. audit the output against the generator's manifest")
         result = audit(ObjectStore.from_settings(settings), load_manifest(settings.logs_root))
         _print_audit(result, summary)
-        out.rule("4. stack status")
+        if record_dir is not None:
+            out.rule("4. the run's report (the paper's figures, redrawn)")
+            page = report_write(
+                read_records(record_dir), settings.dcs, record_dir / "report", source="photon demo"
+            )
+            out.print(f"report: {page}  (open it in a browser)")
+        out.rule("5. stack status")
         stack_status(ctx, json_out=False)
         if not result.exactly_once:
             raise typer.Exit(1)
     finally:
         if not keep:
-            out.rule("5. local stack down")
+            out.rule("6. local stack down")
             report = stack.down(purge=True)
             out.print(f"stopped: {', '.join(report.stopped) or 'nothing'}")
 

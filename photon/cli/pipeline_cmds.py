@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from photon.cli.common import err, print_json, settings_of
 from photon.join.runtime import JOINER, QUERY_READER
+from photon.observe.recorder import MetricsRecorder
 from photon.pipeline import APPS, Child, app_argv, app_summary, reset_state, run_pipelines
 from photon.settings import PipelineSettings
 
@@ -64,6 +65,15 @@ def run(
         bool,
         typer.Option(help="First delete the apps' checkpoints and retry stores (new logs)."),
     ] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="Record the apps' metrics and status every --record-interval seconds into "
+            "DIR/metrics.jsonl, for `photon report --run DIR`.",
+        ),
+    ] = None,
+    record_interval: Annotated[float, typer.Option(min=0.5, max=3600)] = 2.0,
 ) -> dict[str, Any]:
     """Run the query reader and joiner of each DC (default: every DC) until they stop.
 
@@ -96,15 +106,28 @@ def run(
         seconds = time.monotonic() - child.started
         err.print(f"{child.name} exited with status {code} after {seconds:.0f} s")
 
+    if record is not None and settings.pipeline.metrics_base_port == 0:
+        raise typer.BadParameter(
+            "the apps serve no metrics (pipeline.metrics_base_port is 0): nothing to record",
+            param_hint="--record",
+        )
     started = time.monotonic()
-    children = run_pipelines(
-        settings,
-        names,
-        until_idle_s=until_idle,
-        config=ctx.find_root().obj,
-        env=env,
-        on_exit=on_exit,
-    )
+    recorder = MetricsRecorder(settings, record, record_interval) if record else None
+    if recorder is not None:
+        recorder.start()
+        err.print(f"recording metrics into {recorder.path}")
+    try:
+        children = run_pipelines(
+            settings,
+            names,
+            until_idle_s=until_idle,
+            config=ctx.find_root().obj,
+            env=env,
+            on_exit=on_exit,
+        )
+    finally:
+        if recorder is not None:
+            recorder.stop()
     summary = {
         "seconds": round(time.monotonic() - started, 1),
         "apps": [

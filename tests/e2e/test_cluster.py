@@ -6,6 +6,10 @@ checks must hold with every app running on the cluster, nothing of the stack
 or the apps may listen beyond loopback, Airflow's SparkSubmitOperator must
 submit a batch job (log-file-map compaction) to the master when spark_default
 names it, and a ZooKeeper client without the credentials must be refused.
+
+This is the suite's run of the main job's full correctness checks
+(``tests/e2e/main_job.py``); local mode's exactly-once is audited by the demo's
+e2e test (`photon demo`), which runs the same two DCs with an outage.
 """
 
 from __future__ import annotations

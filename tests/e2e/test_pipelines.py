@@ -23,7 +23,6 @@ from photon.stack.manager import LocalStack
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
 from tests.e2e.helpers import PHOTON, photon
-from tests.e2e.main_job import check_main_job
 
 pytestmark = pytest.mark.e2e
 
@@ -37,18 +36,6 @@ def output_rows(local_stack: LocalStack, env: dict[str, str], prefix: str) -> li
         assert data is not None
         rows += decode(data)
     return rows
-
-
-def test_both_dcs_join_every_joinable_click_exactly_once(
-    local_stack: LocalStack, env: dict[str, str]
-) -> None:
-    photon(env, "gen", "--queries", "1500", "--start", "2026-01-01T00:00:00", "--outage-s", "10")
-    manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
-    summary = json.loads(photon(env, "run", "--dcs", "a,b", "--until-idle", "6"))
-
-    settings = local_stack.settings
-    store = ObjectStore(s3_client(settings.s3_endpoint_url, settings.s3), env["PHOTON_S3__BUCKET"])
-    check_main_job(store, manifest, summary)
 
 
 def test_a_joiner_killed_mid_stream_resumes_from_its_checkpoint_without_loss_or_duplicate(

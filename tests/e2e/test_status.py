@@ -18,11 +18,13 @@ import signal
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from photon.observe.prom import Scrape, parse, scrape
+from photon.observe.recorder import read_records
 from photon.stack.ports import free_ports, port_is_free
 from tests.conftest import REPO
 from tests.e2e.helpers import PHOTON
@@ -30,6 +32,7 @@ from tests.e2e.helpers import PHOTON
 pytestmark = pytest.mark.e2e
 
 GEN = [PHOTON, "--log-level", "warning", "gen", "--mode", "live"]
+RUN = [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b"]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
@@ -103,8 +106,11 @@ def dashboard_screen(env: dict[str, str], seconds: float) -> tuple[str, int]:
     return _ANSI.sub("", b"".join(chunks).decode("utf-8", errors="replace")), status
 
 
-def test_status_dashboard_and_metrics_of_a_running_two_dc_demo(env: dict[str, str]) -> None:
+def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     base = _free_run_of_ports(4)
+    recorded = tmp_path / "run"
     env = env | {"PHOTON_PIPELINE__METRICS_BASE_PORT": str(base)}
     writer = subprocess.Popen(
         [*GEN, "--queries", "9000", "--rate", "100", "--outage-s", "0"],
@@ -113,7 +119,8 @@ def test_status_dashboard_and_metrics_of_a_running_two_dc_demo(env: dict[str, st
         stderr=subprocess.DEVNULL,
     )
     run = subprocess.Popen(
-        [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b"],  # no --until-idle: runs on
+        # no --until-idle: runs on until SIGTERM; its metrics recorded for `photon report`
+        [*RUN, "--record", str(recorded), "--record-interval", "1"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -196,6 +203,7 @@ def test_status_dashboard_and_metrics_of_a_running_two_dc_demo(env: dict[str, st
         assert {(a["app"], a["dc"], a["exit"], a["stopped_by"]) for a in apps} == {
             (app, dc, 0, "signal") for app in ("query-reader", "joiner") for dc in ("a", "b")
         }
+        check_report(recorded, tmp_path / "report", apps)
     finally:
         for proc in (writer, run):
             if proc.poll() is None:
@@ -205,3 +213,58 @@ def test_status_dashboard_and_metrics_of_a_running_two_dc_demo(env: dict[str, st
                 proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def check_report(recorded: Path, out: Path, apps: list[dict[str, Any]]) -> None:
+    """`photon report` on the recorded run: a page, seven charts, tables that add up to the
+    run's own metrics (the recorded counters and what each app said it did)."""
+    result = subprocess.run(
+        [PHOTON, "report", "--run", str(recorded), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (out / "index.html").read_text()
+    report = json.loads((out / "report.json").read_text())
+    tables = {t["figure"]: t for t in report["tables"]}
+    assert sorted(tables) == [7, 8, 9, 10, 11, 12, 13]
+    for figure in tables:
+        png = out / f"fig{figure}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+        assert f"fig{figure}.png" in page and f"Fig. {figure}:" in page
+        assert tables[figure]["rows"], figure  # the run's data, not an empty frame
+    records = read_records(recorded)
+    assert report["lines"] == len(records) > 10
+
+    def column(figure: int, name: str) -> list[Any]:
+        table = tables[figure]
+        return [row[table["columns"].index(name)] for row in table["rows"]]
+
+    def counter(name: str, dc: str, **labels: str) -> float:
+        """The DC joiner's last recorded value (the run had no restart: counters only grow)."""
+        last = next(r for r in reversed(records) if f"{dc}/joiner" in r["apps"])
+        return sum(
+            float(v)
+            for n, lab, v in last["apps"][f"{dc}/joiner"]
+            if n == name and all(lab.get(k) == x for k, x in labels.items())
+        )
+
+    said = {a["dc"]: a for a in apps if a["app"] == "joiner"}
+    for dc in ("a", "b"):
+        joined = sum(column(9, f"joined_{dc}"))
+        assert joined == counter("photon_clicks_total", dc, outcome="joined") > 0
+        assert joined == said[dc]["joined"]  # what the joiner reported at its stop
+        assert any(v is not None and v > 0 for v in column(7, f"p90_s_{dc}"))
+        assert any(v is not None for v in column(13, f"lag_s_{dc}"))
+    ids = sum(column(10, "ids"))
+    registered = sum(counter("photon_registry_register_ids_total", dc) for dc in ("a", "b"))
+    assert ids == registered > 0
+    assert sum(column(10, "transactions")) > 0
+    hits = sum(column(8, "cache_hits"))
+    assert hits == sum(counter("photon_cache_lookups_total", dc, result="hit") for dc in ("a", "b"))
+    wasted = sum(column(12, "wasted_a")) + sum(column(12, "wasted_b"))
+    assert wasted == sum(counter("photon_clicks_total", dc, outcome="wasted") for dc in "ab")
+    end_ids = sum(column(11, "ids_end"))
+    assert end_ids == records[-1]["status"]["registry"]["ids"] > 0

@@ -1,0 +1,279 @@
+"""``photon report``: a run's recorded metrics redrawn as the Photon paper's figures.
+
+From ``metrics.jsonl`` (:mod:`photon.observe.recorder`) it builds one data
+table per figure — the numbers behind the chart, also written to
+``report.json`` and shown under each chart — then a PNG per table
+(matplotlib, Agg) and ``index.html`` tying them together:
+
+=====  ==========================================================================
+Fig.   table
+=====  ==========================================================================
+7      end-to-end p90 latency over time, per DC (from the latency histogram's
+       bucket counts gained in each interval)
+8      lookups per interval: cache hits, cache misses, log-file-map lookups
+9      joined clicks per second, per DC (across an outage: the DC that stopped
+       and the one that took its clicks)
+10     registry client: ids registered per second vs ZooKeeper transactions per
+       second, and ids per transaction (batching effectiveness)
+11     ids per shard at the run's start and end (and the epochs' shard counts)
+12     wasted joins per interval, per DC, and their share of the joins
+13     each joiner's lag behind its click logs (seconds, bytes) over time: a
+       returning DC's catch-up
+=====  ==========================================================================
+
+Counters are cumulative in the record: an interval's value is the difference
+between two lines; a counter that went down (its app restarted) counts from 0.
+How it fails: a run with fewer than two recorded lines has no intervals and
+:func:`build_tables` raises :class:`ReportError` saying so.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from photon.observe.prom import bucket_quantile
+
+
+class ReportError(ValueError):
+    """The recorded run cannot be reported; the message says why."""
+
+
+@dataclass
+class Table:
+    figure: int
+    title: str
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def slug(self) -> str:
+        return f"fig{self.figure}"
+
+
+def _total(record: dict[str, Any], app_key: str, name: str, **labels: str) -> float:
+    return sum(
+        float(value)
+        for sample_name, sample_labels, value in record["apps"].get(app_key, [])
+        if sample_name == name and all(sample_labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def _gain(now: float, before: float) -> float:
+    """A counter's increase over an interval; a restart (it went down) counts from 0."""
+    return now - before if now >= before else now
+
+
+def _buckets(record: dict[str, Any], dc: str) -> dict[float, float]:
+    found: dict[float, float] = {}
+    for name, labels, value in record["apps"].get(f"{dc}/joiner", []):
+        if name == "photon_join_latency_seconds_bucket" and labels.get("dc") == dc:
+            bound = float(labels["le"])
+            found[bound] = found.get(bound, 0.0) + value
+    return found
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _epochs(registry: dict[str, Any]) -> str:
+    return " → ".join(str(e["shards"]) for e in registry.get("epochs", [])) or "-"
+
+
+def build_tables(records: list[dict[str, Any]], dcs: list[str]) -> list[Table]:
+    if len(records) < 2:
+        raise ReportError(
+            f"the run recorded {len(records)} line(s); a report needs at least two "
+            "(record for longer than one interval)"
+        )
+    t0 = float(records[0]["t"])
+    pairs = list(pairwise(records))
+
+    def at(record: dict[str, Any]) -> float:
+        return round(float(record["t"]) - t0, 1)
+
+    def gain(
+        before: dict[str, Any], now: dict[str, Any], app: str, name: str, **labels: str
+    ) -> float:
+        return _gain(_total(now, app, name, **labels), _total(before, app, name, **labels))
+
+    fig7 = Table(
+        7, "End-to-end latency, p90 (s), per interval", ["t_s", *[f"p90_s_{dc}" for dc in dcs]]
+    )
+    fig8 = Table(8, "Query lookups per interval: cache vs log-file map",
+                 ["t_s", "cache_hits", "cache_misses", "logmap_lookups"])  # fmt: skip
+    fig9 = Table(
+        9,
+        "Joined clicks per second, per DC",
+        ["t_s", *[f"joined_per_s_{dc}" for dc in dcs], *[f"joined_{dc}" for dc in dcs]],
+    )
+    fig10 = Table(
+        10,
+        "Registry client requests vs ZooKeeper transactions (per second)",
+        ["t_s", "ids_per_s", "transactions_per_s", "ids_per_transaction", "ids", "transactions"],
+    )
+    fig12 = Table(12, "Wasted joins per interval, per DC",
+                  ["t_s", *[f"wasted_{dc}" for dc in dcs], "wasted_share_pct"])  # fmt: skip
+    lag_columns = [*[f"lag_s_{dc}" for dc in dcs], *[f"behind_bytes_{dc}" for dc in dcs]]
+    fig13 = Table(13, "Each joiner's lag behind its click logs", ["t_s", *lag_columns])
+    for before, now in pairs:
+        t_s, dt = at(now), max(now["t"] - before["t"], 1e-9)
+        p90s = []
+        for dc in dcs:
+            old, new = _buckets(before, dc), _buckets(now, dc)
+            gained = sorted((b, _gain(new.get(b, 0.0), old.get(b, 0.0))) for b in new)
+            p90s.append(_round(bucket_quantile(0.9, gained)))
+        fig7.rows.append([t_s, *p90s])
+        hits = sum(
+            gain(before, now, f"{dc}/joiner", "photon_cache_lookups_total", result="hit")
+            for dc in dcs
+        )
+        misses = sum(
+            gain(before, now, f"{dc}/joiner", "photon_cache_lookups_total", result="miss")
+            for dc in dcs
+        )
+        logmap = sum(gain(before, now, f"{dc}/joiner", "photon_logmap_lookups_total") for dc in dcs)
+        fig8.rows.append([t_s, int(hits), int(misses), int(logmap)])
+        joined = {
+            dc: gain(before, now, f"{dc}/joiner", "photon_clicks_total", outcome="joined")
+            for dc in dcs
+        }
+        fig9.rows.append(
+            [t_s, *[round(joined[dc] / dt, 1) for dc in dcs], *[int(joined[dc]) for dc in dcs]]
+        )
+        ids = sum(
+            gain(before, now, f"{dc}/joiner", "photon_registry_register_ids_total") for dc in dcs
+        )
+        txns = sum(
+            gain(before, now, f"{dc}/joiner", "photon_registry_transactions_total") for dc in dcs
+        )
+        ratio = _round(ids / txns if txns else None, 1)
+        fig10.rows.append(
+            [t_s, round(ids / dt, 1), round(txns / dt, 2), ratio, int(ids), int(txns)]
+        )
+        wasted = {
+            dc: gain(before, now, f"{dc}/joiner", "photon_clicks_total", outcome="wasted")
+            for dc in dcs
+        }
+        attempts = sum(wasted.values()) + sum(joined.values())
+        share = 100 * sum(wasted.values()) / attempts if attempts else 0.0
+        fig12.rows.append([t_s, *[int(wasted[dc]) for dc in dcs], round(share, 2)])
+        lags = [now["status"]["dcs"][dc]["input_lag"]["clicks"] for dc in dcs]
+        fig13.rows.append([t_s, *[lag["lag_s"] for lag in lags], *[lag["bytes"] for lag in lags]])
+
+    first, last = records[0]["status"]["registry"], records[-1]["status"]["registry"]
+    fig11 = Table(
+        11, "Ids per shard, at the run's start and end", ["shard", "ids_start", "ids_end"]
+    )
+    start_ids = {s["shard"]: s["ids"] for s in first.get("shards", [])}
+    end_ids = {s["shard"]: s["ids"] for s in last.get("shards", [])}
+    for shard in sorted(set(start_ids) | set(end_ids)):
+        fig11.rows.append([shard, start_ids.get(shard, 0), end_ids.get(shard, 0)])
+    fig11.note = f"shards per epoch: at start {_epochs(first)}; at end {_epochs(last)}"
+    return [fig7, fig8, fig9, fig10, fig11, fig12, fig13]
+
+
+def draw(tables: list[Table], out: Path) -> list[Path]:
+    """One PNG per table, ``fig<N>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for table in tables:
+        fig, ax = plt.subplots(figsize=(8, 4.2), dpi=100)
+        xs = [row[0] for row in table.rows]
+        if table.figure == 11:  # bars: start and end per shard
+            width = 0.4
+            ax.bar([x - width / 2 for x in xs], [r[1] for r in table.rows], width, label="start")
+            ax.bar([x + width / 2 for x in xs], [r[2] for r in table.rows], width, label="end")
+        else:
+            columns = table.columns[1:]
+            plotted: dict[int, tuple[str, ...]] = {
+                9: ("joined_per_s",),
+                10: ("ids_per_s", "transactions_per_s"),
+                13: ("lag_s",),
+            }
+            if table.figure in plotted:  # the rest of the columns are in the table
+                columns = [c for c in columns if c.startswith(plotted[table.figure])]
+            for name in columns:
+                i = table.columns.index(name)
+                points = [(r[0], r[i]) for r in table.rows if r[i] is not None]
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=name)
+        ax.set_title(f"Fig. {table.figure}: {table.title}")
+        ax.set_xlabel("shard" if table.figure == 11 else "seconds into the run")
+        ax.set_ylabel(_y_label(table))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{table.slug}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _y_label(table: Table) -> str:
+    return {
+        7: "p90 latency (s)",
+        8: "lookups in the interval",
+        9: "joined clicks / s",
+        10: "per second",
+        11: "ids",
+        12: "wasted joins in the interval",
+        13: "lag (s, logs' time)",
+    }[table.figure]
+
+
+def write(records: list[dict[str, Any]], dcs: list[str], out: Path, *, source: str = "") -> Path:
+    """Tables, charts, ``report.json`` and ``index.html`` under ``out``; the page's path."""
+    tables = build_tables(records, dcs)
+    charts = draw(tables, out)
+    summary = {
+        "source": source,
+        "dcs": dcs,
+        "lines": len(records),
+        "seconds": round(records[-1]["t"] - records[0]["t"], 1),
+        "tables": [asdict(t) for t in tables],
+        "charts": [p.name for p in charts],
+    }
+    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    page = out / "index.html"
+    page.write_text(_html(tables, charts, summary))
+    return page
+
+
+def _html(tables: list[Table], charts: list[Path], summary: dict[str, Any]) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Photon run report</title>",
+        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+        "table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;"
+        "padding:.2em .5em;text-align:right}details{margin:.5em 0 2em}</style></head><body>",
+        "<h1>Photon run report</h1>",
+        f"<p>{html.escape(summary['source'])} — {summary['lines']} recorded snapshots over "
+        f"{summary['seconds']} s; DCs {html.escape(', '.join(summary['dcs']))}. Each chart "
+        "redraws a figure of the Photon paper (SIGMOD 2013) for this run; the numbers "
+        "behind it are in the table under it and in report.json.</p>",
+    ]
+    for table, chart in zip(tables, charts, strict=True):
+        parts.append(f"<h2>Fig. {table.figure}: {html.escape(table.title)}</h2>")
+        parts.append(f"<img src='{chart.name}' alt='Fig. {table.figure}' width='800'>")
+        if table.note:
+            parts.append(f"<p>{html.escape(table.note)}</p>")
+        header = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{'-' if v is None else v}</td>" for v in row) + "</tr>"
+            for row in table.rows
+        )
+        parts.append(f"<details><summary>data ({len(table.rows)} rows)</summary>"
+                     f"<table><tr>{header}</tr>{body}</table></details>")  # fmt: skip
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
