@@ -248,6 +248,9 @@ class PipelineSettings(_Section):
     #: Prometheus metrics of the apps, on the stack's host: the query reader of the
     #: i-th DC serves on base + 2i, its joiner on base + 2i + 1. 0: no endpoint.
     metrics_base_port: Annotated[int, Field(ge=0, le=65535)] = 9410
+    #: Where the metrics endpoints listen. Unset: the stack's (loopback) host. In compose,
+    #: 0.0.0.0 inside each container, so that Prometheus can scrape them.
+    metrics_bind_address: str | None = None
 
     @field_validator("spark_master")
     @classmethod
@@ -256,9 +259,11 @@ class PipelineSettings(_Section):
             raise ValueError(f"{master!r} is not local, local[N], local[*] or spark://host:port")
         return master
 
-    @field_validator("driver_bind_address")
+    @field_validator("driver_bind_address", "metrics_bind_address")
     @classmethod
-    def _check_bind_address(cls, address: str) -> str:
+    def _check_bind_address(cls, address: str | None) -> str | None:
+        if address is None:
+            return None
         try:
             ipaddress.ip_address(address)
         except ValueError as exc:

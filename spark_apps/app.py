@@ -21,12 +21,14 @@ SUMMARY_FILE = "summary.json"
 
 
 def serve_metrics(settings: PhotonSettings, dc: str, app: str) -> int | None:
-    """Start the app's Prometheus endpoint on loopback; its port, or None when disabled."""
+    """Start the app's Prometheus endpoint (loopback unless pipeline.metrics_bind_address says
+    otherwise); its port, or None when disabled."""
     port = settings.metrics_port(dc, app)
     if port is None:
         return None
+    bind = settings.pipeline.metrics_bind_address or settings.stack.host
     try:
-        start_http_server(port, addr=settings.stack.host)
+        start_http_server(port, addr=bind)
     except OSError as exc:  # the join matters more than its metrics: say so and go on
         log.error("app.metrics_unavailable", dc=dc, app=app, port=port, error=str(exc))
         return None

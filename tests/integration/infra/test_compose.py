@@ -9,6 +9,7 @@ variables that the settings accept, and no secret in the repository.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -86,6 +87,7 @@ def test_config_passes_with_the_generated_env_and_names_the_missing_secrets_with
 def test_the_stack_has_every_part(services: dict[str, dict[str, Any]]) -> None:
     expected = {"zk1", "zk2", "zk3", "minio", "minio-init", "redis", "spark-master"}
     expected |= {"spark-worker1", "spark-worker2", "postgres", "airflow-init", "generator"}
+    expected |= {"prometheus", "grafana"}
     expected |= {f"airflow-{c}" for c in ("api-server", "scheduler", "dag-processor", "triggerer")}
     expected |= {f"{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a", "b")}
     assert set(services) == expected
@@ -221,3 +223,36 @@ def test_compose_env_never_overwrites_an_existing_env(env_file: Path) -> None:
     assert "exists" in result.stderr
     assert env_file.read_text() == before
     assert env_file.stat().st_mode & 0o077 == 0
+
+
+def test_prometheus_scrapes_every_app_and_the_dashboard_uses_documented_metrics(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Prometheus's targets are the apps' metrics ports; Grafana's panels query only
+    metrics docs/metrics.md names (or Prometheus's own ``up``)."""
+    config = yaml.safe_load((REPO / "infra" / "prometheus" / "prometheus.yml").read_text())
+    targets = {t for job in config["scrape_configs"] for c in job["static_configs"]
+               for t in c["targets"]}  # fmt: skip
+    expected = set()
+    for name, service in services.items():
+        if name.startswith(("joiner-", "query-reader-")):
+            variables = {k: str(v) for k, v in service["environment"].items()}
+            with environment({k: v for k, v in variables.items() if k.startswith("PHOTON_")}):
+                settings = load_settings()
+            app, dc = name.rsplit("-", 1)
+            expected.add(f"{name}:{settings.metrics_port(dc, app)}")
+            assert settings.pipeline.metrics_bind_address == "0.0.0.0"
+    assert targets == expected
+    documented = set(
+        re.findall(r"^\| `(photon_[a-z_]+)`", (REPO / "docs" / "metrics.md").read_text(), re.M)
+    )
+    dashboard = json.loads((REPO / "infra" / "grafana" / "dashboards" / "photon.json").read_text())
+    used = set()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for metric in re.findall(
+                r"\b(photon_[a-z_]+?)(?:_bucket|_count|_sum)?\b", target["expr"]
+            ):
+                used.add(metric)
+    assert used and used <= documented, used - documented
+    assert len(dashboard["panels"]) >= 10
