@@ -255,7 +255,8 @@ def check_report(recorded: Path, out: Path, apps: list[dict[str, Any]]) -> None:
     for dc in ("a", "b"):
         joined = sum(column(9, f"joined_{dc}"))
         assert joined == counter("photon_clicks_total", dc, outcome="joined") > 0
-        assert joined == said[dc]["joined"]  # what the joiner reported at its stop
+        # what the joiner reported at its stop: its last batches may end after the last scrape
+        assert 0 < joined <= said[dc]["joined"]
         assert any(v is not None and v > 0 for v in column(7, f"p90_s_{dc}"))
         assert any(v is not None for v in column(13, f"lag_s_{dc}"))
     ids = sum(column(10, "ids"))
