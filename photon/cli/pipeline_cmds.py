@@ -73,7 +73,9 @@ def run(
             "DIR/metrics.jsonl, for `photon report --run DIR`.",
         ),
     ] = None,
-    record_interval: Annotated[float, typer.Option(min=0.5, max=3600)] = 2.0,
+    record_interval: Annotated[
+        float, typer.Option(min=0.5, max=3600, help="Seconds between recorded snapshots.")
+    ] = 2.0,
 ) -> dict[str, Any]:
     """Run the query reader and joiner of each DC (default: every DC) until they stop.
 
