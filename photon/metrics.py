@@ -6,11 +6,14 @@ Counters only grow; labels stay low-cardinality (DC, stream, reason).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:  # every process imports this module: no kazoo just for a type
+    from registry.client import RegisterCounters
 
 LINES_READ = Counter(
     "photon_log_lines_read_total",
@@ -113,9 +116,9 @@ class RegistryClientCollector(Collector):
     """
 
     def __init__(self) -> None:
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, RegisterCounters] = {}
 
-    def track(self, dc: str, counters: Any) -> None:
+    def track(self, dc: str, counters: RegisterCounters) -> None:
         self._clients[dc] = counters
 
     def collect(self) -> Iterator[CounterMetricFamily]:
