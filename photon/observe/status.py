@@ -49,7 +49,7 @@ class InputLag:
 @dataclass
 class DcStatus:
     dc: str
-    apps: dict[str, str]  # app -> "up" / "down"
+    apps: dict[str, str]  # app -> "up" / "down" / "no metrics" (pipeline.metrics_base_port 0)
     input_lag: dict[str, InputLag]  # "queries" / "clicks"
     joined_total: int
     joined_per_s: float | None  # None on the first snapshot
@@ -152,7 +152,12 @@ def _dc_status(
     latency = "photon_join_latency_seconds"
     return DcStatus(
         dc=dc,
-        apps={app: "down" if scrapes[app] is None else "up" for app in APPS},
+        apps={
+            app: "no metrics"
+            if settings.metrics_port(dc, app) is None
+            else ("down" if scrapes[app] is None else "up")
+            for app in APPS
+        },
         input_lag={
             "queries": InputLag.of(query_reader_backlog(settings, dc), with_time=False),
             "clicks": InputLag.of(joiner_backlog(settings, dc), with_time=True),
