@@ -26,8 +26,7 @@ from typing import Any
 
 import structlog
 
-from photon.observe.prom import scrape
-from photon.observe.status import APPS, Snapshot, collect
+from photon.observe.status import Snapshot, collect, scrape_apps
 from photon.settings import PhotonSettings
 
 log = structlog.get_logger(__name__)
@@ -46,7 +45,6 @@ class MetricsRecorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-recorder", daemon=True)
         self._previous: Snapshot | None = None
-        self.lines = 0
 
     def __enter__(self) -> MetricsRecorder:
         self.start()
@@ -84,22 +82,19 @@ class MetricsRecorder:
 
     def record_once(self) -> None:
         settings = self.settings
-        apps: dict[str, list[list[Any]]] = {}
-        for dc in settings.dcs:
-            for app in APPS:
-                port = settings.metrics_port(dc, app)
-                if port is None:
-                    continue
-                page = scrape(f"http://{settings.stack.host}:{port}/metrics")
-                if page is not None:
-                    ours = [s for s in page.samples if s.name.startswith("photon_")]
-                    apps[f"{dc}/{app}"] = [[s.name, s.labels, s.value] for s in ours]
-        snapshot = collect(settings, self._previous)
+        pages = scrape_apps(settings)
+        apps: dict[str, list[list[Any]]] = {
+            f"{dc}/{app}": [
+                [s.name, s.labels, s.value] for s in page.samples if s.name.startswith("photon_")
+            ]
+            for (dc, app), page in pages.items()
+            if page is not None
+        }
+        snapshot = collect(settings, self._previous, pages)
         self._previous = snapshot
         line = json.dumps({"t": time.time(), "apps": apps, "status": snapshot.to_dict()})
         with self.path.open("a") as f:
             f.write(line + "\n")
-        self.lines += 1
 
 
 def read_records(directory: Path) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from photon.chaos.backlog import Backlog, joiner_backlog, query_reader_backlog
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.observe.prom import Scrape, scrape
 from photon.settings import PhotonSettings
-from photon.stack.zookeeper import four_letter_word
+from photon.stack.zookeeper import ensemble_healthy, four_letter_word, srvr_mode
 
 APPS = (QUERY_READER, JOINER)
 
@@ -84,10 +84,7 @@ class RegistryStatus:
 
     @property
     def healthy(self) -> bool:
-        modes = [n.mode for n in self.nodes]
-        if len(modes) == 1:
-            return modes == ["standalone"]
-        return modes.count("leader") == 1 and modes.count("follower") == len(modes) - 1
+        return ensemble_healthy([n.mode for n in self.nodes])
 
     @property
     def znodes(self) -> int | None:
@@ -125,23 +122,36 @@ class Snapshot:
         return data
 
 
-def collect(settings: PhotonSettings, previous: Snapshot | None = None) -> Snapshot:
+Pages = dict[tuple[str, str], Scrape | None]  # (dc, app) -> its endpoint's samples
+
+
+def scrape_apps(settings: PhotonSettings) -> Pages:
+    """Every app's endpoint, once (None: down, or its metrics are off)."""
+    pages: Pages = {}
+    for dc in settings.dcs:
+        for app in APPS:
+            port = settings.metrics_port(dc, app)
+            url = f"http://{settings.stack.host}:{port}/metrics"
+            pages[(dc, app)] = None if port is None else scrape(url)
+    return pages
+
+
+def collect(
+    settings: PhotonSettings, previous: Snapshot | None = None, pages: Pages | None = None
+) -> Snapshot:
+    """A snapshot; ``pages``: the apps' endpoints when the caller scraped them already."""
     now = time.time()
-    dcs = {dc: _dc_status(settings, dc, now, previous) for dc in settings.dcs}
+    pages = scrape_apps(settings) if pages is None else pages
+    dcs = {dc: _dc_status(settings, dc, now, previous, pages) for dc in settings.dcs}
     hits = sum(d.cache_hits for d in dcs.values())
     misses = sum(d.cache_misses for d in dcs.values())
     return Snapshot(now, dcs, _registry_status(settings), _cache_status(settings, hits, misses))
 
 
 def _dc_status(
-    settings: PhotonSettings, dc: str, now: float, previous: Snapshot | None
+    settings: PhotonSettings, dc: str, now: float, previous: Snapshot | None, pages: Pages
 ) -> DcStatus:
-    scrapes: dict[str, Scrape | None] = {}
-    for app in APPS:
-        port = settings.metrics_port(dc, app)
-        scrapes[app] = (
-            None if port is None else scrape(f"http://{settings.stack.host}:{port}/metrics")
-        )
+    scrapes = {app: pages.get((dc, app)) for app in APPS}
     joiner = scrapes[JOINER] or Scrape()
     both = Scrape([s for each in scrapes.values() if each for s in each.samples])
     joined = int(joiner.total("photon_clicks_total", dc=dc, outcome="joined"))
@@ -181,14 +191,9 @@ def _rounded(value: float | None) -> float | None:
 
 def _zk_node(host_port: str) -> ZkNode:
     host, _, port = host_port.rpartition(":")
-    try:
-        srvr = four_letter_word(host, int(port), "srvr")
-    except OSError:
-        return ZkNode(host_port, "down", None)
-    mode = next(
-        (line.split(":", 1)[1].strip() for line in srvr.splitlines() if line.startswith("Mode:")),
-        "not serving",
-    )
+    mode = srvr_mode(host, int(port))
+    if mode == "down":
+        return ZkNode(host_port, mode, None)
     znodes = None
     try:
         for line in four_letter_word(host, int(port), "mntr").splitlines():

@@ -35,7 +35,7 @@ from photon.stack.ports import port_is_listening, require_free
 from photon.stack.redis_server import RedisService
 from photon.stack.s3 import S3Backend, S3Service, pick_backend
 from photon.stack.spark import SparkMaster, SparkWorker
-from photon.stack.zookeeper import ZooKeeperNode
+from photon.stack.zookeeper import ZooKeeperNode, ensemble_healthy
 
 log = structlog.get_logger(__name__)
 
@@ -315,7 +315,7 @@ class LocalStack:
             )
         nodes = len(stack.zk_client_ports)
         leaders, followers = modes.count("leader"), modes.count("follower")
-        if nodes > 1 and len(modes) == nodes and (leaders, followers) != (1, nodes - 1):
+        if nodes > 1 and len(modes) == nodes and not ensemble_healthy(modes):
             problems.append(
                 f"zookeeper: {leaders} leader(s) and {followers} follower(s), "
                 f"expected 1 and {nodes - 1}"

@@ -117,6 +117,13 @@ def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) ->
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
+def ensemble_healthy(modes: list[str]) -> bool:
+    """One node: standalone; more: exactly one leader and every other node a follower."""
+    if len(modes) == 1:
+        return modes == ["standalone"]
+    return modes.count("leader") == 1 and modes.count("follower") == len(modes) - 1
+
+
 def srvr_mode(host: str, port: int, timeout_s: float = 2.0) -> str:
     try:
         answer = four_letter_word(host, port, "srvr", timeout_s)
