@@ -46,7 +46,7 @@ fails. The report is in the object store under `reports/compaction/`.
             "--run",
             f"{{{{ {XCOM}['run'] }}}}",
             "--dc",
-            f"{{{{ {XCOM}['dc'] }}}}",
+            f"{{{{ {XCOM}['dc'] or '' }}}}",
             "--sample",
             f"{{{{ {XCOM}['sample'] }}}}",
         ],

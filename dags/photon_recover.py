@@ -29,10 +29,13 @@ registry *only while it still holds that attempt's token* and puts the
 click back into the DC's joiner (its retry store), which joins it again.
 Ids whose batch is still open are left: the batch's replay writes them.
 
-Start with `dry_run` on (the default): the log lists what would be done.
-Then run again with `dry_run` off, and trigger `photon_verify` for the same
-window to confirm: 100% complete, 0 duplicates. `dc` sends every click to
-one DC's joiner (e.g. when the DC that registered it is down).
+Every field may be left as it opens: the window is then the hour ending
+two minutes ago, each click goes back to the DC that registered it, and it
+is a dry run. Start with *Dry run* on (the default): the log lists what
+would be done. Then run again with *Dry run* off, and trigger
+`photon_verify` for the same window to confirm: 100% complete,
+0 duplicates. *Datacenter* sends every click to one DC's joiner instead
+(e.g. when the DC that registered it is down).
 """,
 ) as dag:
     RecoverOperator(task_id="recover")

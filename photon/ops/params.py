@@ -30,10 +30,10 @@ class _Params(BaseModel):
 
     def check_settings(self, settings: PhotonSettings) -> Self:
         """The checks that need the settings; raises :class:`InvalidParamsError`."""
-        dc = getattr(self, "dc", "")
+        dc = getattr(self, "dc", None)
         if dc and dc not in settings.dcs:
             raise InvalidParamsError(
-                f"dc {dc!r} is not a configured DC ({', '.join(settings.dcs)})"
+                f"dc: {dc!r} is not a configured DC ({', '.join(settings.dcs)})"
             )
         return self
 
@@ -51,19 +51,39 @@ class _Params(BaseModel):
 
     @classmethod
     def form(cls) -> dict[str, dict[str, Any]]:
-        """Per param: the keyword arguments of an Airflow ``Param`` (default and schema)."""
+        """Per param: the keyword arguments of an Airflow ``Param`` (default and schema).
+
+        An optional value (``X | None``) becomes ``type: ["null", X]``: Airflow's
+        trigger form treats a typed field as required unless its type allows null,
+        and sends an empty field as null.
+        """
         schema = cls.model_json_schema()
         fields: dict[str, dict[str, Any]] = {}
         for name, prop in schema["properties"].items():
-            prop = dict(prop)
+            prop = _nullable_as_type_list(dict(prop))
             default = prop.pop("default", None)
             fields[name] = {"default": default, **prop}
         return fields
 
 
-def _instant(value: str, name: str) -> datetime | None:
-    """An ISO-8601 time ('' = unset); naive times are UTC."""
-    if value == "":
+def _nullable_as_type_list(prop: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [{type: X, ...}, {type: null}]`` as ``type: ["null", X], ...``."""
+    variants = prop.get("anyOf")
+    if not variants or {"type": "null"} not in variants or len(variants) != 2:
+        return prop
+    (value,) = [v for v in variants if v != {"type": "null"}]
+    flat = {k: v for k, v in prop.items() if k != "anyOf"}
+    return {**flat, **value, "type": ["null", value["type"]]}
+
+
+def _empty_as_none(value: Any) -> Any:
+    """An empty or blank text is an unset value, as the trigger form's empty field (null)."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _instant(value: str | None, name: str) -> datetime | None:
+    """An ISO-8601 time (None = unset); naive times are UTC."""
+    if value is None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
@@ -87,30 +107,33 @@ class Window(BaseModel):
         return int(self.end.timestamp() * 1_000_000)
 
 
-def resolve_window(start: str, end: str, lookback_s: float, now: datetime) -> Window:
-    """``[start, end)`` from a run's params; '' ends at ``now``, starts ``lookback_s`` before."""
+def resolve_window(start: str | None, end: str | None, lookback_s: float, now: datetime) -> Window:
+    """``[start, end)`` of a run's params; unset ends are ``now`` and ``lookback_s`` before."""
     end_at = _instant(end, "window_end") or now
     start_at = _instant(start, "window_start") or end_at - timedelta(seconds=lookback_s)
     if end_at > now:
         raise InvalidParamsError(
-            f"window_end {end_at.isoformat()} is in the future (now {now.isoformat()})"
+            f"window_end: {end_at.isoformat()} is in the future (now {now.isoformat()})"
         )
     if start_at >= end_at:
         raise InvalidParamsError(
-            f"window_start {start_at.isoformat()} is not before window_end {end_at.isoformat()}"
+            f"window_start: {start_at.isoformat()} is not before window_end {end_at.isoformat()}"
         )
     return Window(start=start_at, end=end_at)
 
 
-# The trigger form accepts '' (unset) or a date-time.
-_ISO_OR_EMPTY: JsonDict = {
-    "anyOf": [{"type": "string", "maxLength": 0}, {"type": "string", "format": "date-time"}]
-}
+# A DC's name, as the settings accept it (the task checks it is a configured one).
+_DC_NAME = r"^[a-z][a-z0-9-]{0,31}$"
+# The trigger form renders a date-time picker for it and checks the format.
+_DATE_TIME: JsonDict = {"format": "date-time"}
 
 
 class GcParams(_Params):
     dry_run: bool = Field(
-        False, description="Report the boundaries GC would set, and change nothing."
+        False,
+        title="Dry run",
+        description="On: report the boundaries GC would set and change nothing. "
+        "Off (default): advance the boundaries and delete expired ids.",
     )
 
 
@@ -126,7 +149,9 @@ class ReshardParams(_Params):
         description="The epoch starts this long after now; at least the configured "
         "maximum clock skew (shards.max_clock_skew_s).",
     )
-    dry_run: bool = Field(False, description="Validate and report; change nothing.")
+    dry_run: bool = Field(
+        False, title="Dry run", description="On: validate and report; change nothing."
+    )
 
     def check_settings(self, settings: PhotonSettings) -> Self:
         return self.check(settings.shards.max_clock_skew_s)
@@ -134,41 +159,68 @@ class ReshardParams(_Params):
     def check(self, max_clock_skew_s: float) -> Self:
         if self.skew_s < max_clock_skew_s:
             raise InvalidParamsError(
-                f"skew_s {self.skew_s} is below the configured maximum clock skew "
+                f"skew_s: {self.skew_s} is below the configured maximum clock skew "
                 f"({max_clock_skew_s} s): ids already in flight could change shard"
             )
         return self
 
 
 class CompactionParams(_Params):
-    dc: str = Field(
-        "", pattern=r"^([a-z][a-z0-9-]{0,31})?$", description="Only this DC ('' = every DC)."
+    dc: str | None = Field(
+        None,
+        pattern=_DC_NAME,
+        title="Datacenter (empty: every DC)",
+        description="Compact only this DC's log-file map. Leave it empty to compact every "
+        "configured DC.",
     )
     sample: int = Field(
-        200, ge=0, le=100_000, description="Lookups compared before and after compaction."
+        200,
+        ge=0,
+        le=100_000,
+        title="Sampled lookups",
+        description="Lookups compared through the old and the new runs before the old "
+        "runs are deleted (0: no check).",
     )
+
+    _unset_dc = field_validator("dc", mode="before")(_empty_as_none)
 
 
 class _WindowParams(_Params):
-    window_start: str = Field(
-        "",
-        json_schema_extra=_ISO_OR_EMPTY,
-        description="Start of the event-time window, ISO-8601 ('' = window_end - lookback_s).",
+    window_start: str | None = Field(
+        None,
+        json_schema_extra=_DATE_TIME,
+        title="Window start (empty: window end minus lookback)",
+        description="Start of the event-time window, ISO-8601 (naive times are UTC). "
+        "Leave it empty to start the window 'Lookback (seconds)' before its end.",
     )
-    window_end: str = Field(
-        "",
-        json_schema_extra=_ISO_OR_EMPTY,
-        description="End of the event-time window, ISO-8601; not in the future "
-        "('' = now - settle_s).",
+    window_end: str | None = Field(
+        None,
+        json_schema_extra=_DATE_TIME,
+        title="Window end (empty: now minus settle time)",
+        description="End of the event-time window, ISO-8601 (naive times are UTC), not in "
+        "the future. Leave it empty to end the window 'Settle time (seconds)' before now.",
     )
-    lookback_s: float = Field(3600.0, gt=0, le=30 * 86_400, description="Window length.")
+    lookback_s: float = Field(
+        3600.0,
+        gt=0,
+        le=30 * 86_400,
+        title="Lookback (seconds)",
+        description="The window's length when 'Window start' is empty.",
+    )
     settle_s: float = Field(
-        120.0, ge=0, le=86_400, description="Leave the newest events this long to the pipelines."
+        120.0,
+        ge=0,
+        le=86_400,
+        title="Settle time (seconds)",
+        description="When 'Window end' is empty, the newest events this long before now are "
+        "left to the pipelines (the window ends there).",
     )
+
+    _unset_times = field_validator("window_start", "window_end", mode="before")(_empty_as_none)
 
     @field_validator("window_start", "window_end")
     @classmethod
-    def _check_instant(cls, value: str, info: Any) -> str:
+    def _check_instant(cls, value: str | None, info: Any) -> str | None:
         _instant(value, info.field_name)
         return value
 
@@ -187,15 +239,30 @@ class VerifyParams(_WindowParams):
         4 * 3600.0,
         gt=0,
         le=30 * 86_400,
+        title="Latency bound (seconds)",
         description="A joined click's latency (joined_at - click time) may not exceed this.",
     )
-    clear_tokens: bool = Field(True, description="Clear registry tokens of ids found in output.")
+    clear_tokens: bool = Field(
+        True,
+        title="Clear tokens",
+        description="On (default): clear the registry tokens of ids found in the output.",
+    )
 
 
 class RecoverParams(_WindowParams):
-    dc: str = Field(
-        "",
-        pattern=r"^([a-z][a-z0-9-]{0,31})?$",
-        description="Re-inject into this DC's joiner ('' = the DC that registered each id).",
+    dc: str | None = Field(
+        None,
+        pattern=_DC_NAME,
+        title="Datacenter (empty: the one that registered each click)",
+        description="Re-inject every click into this DC's joiner (e.g. when the DC that "
+        "registered it is down). Leave it empty to send each click back to the DC that "
+        "registered it.",
     )
-    dry_run: bool = Field(True, description="List what would be done; change nothing.")
+    dry_run: bool = Field(
+        True,
+        title="Dry run",
+        description="On (default): list what would be done and change nothing. Turn it off "
+        "to delete the dead attempts' ids and re-inject their clicks.",
+    )
+
+    _unset_dc = field_validator("dc", mode="before")(_empty_as_none)

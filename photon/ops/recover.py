@@ -143,11 +143,14 @@ def recover(
     registry: IdRegistry,
     window: Window,
     *,
-    dc: str = "",
+    dc: str | None = None,
     dry_run: bool = True,
     now_us: int | None = None,
 ) -> RecoveryReport:
-    """Find the lost ids of the window and, unless ``dry_run``, re-inject the dead ones."""
+    """Find the lost ids of the window and, unless ``dry_run``, re-inject the dead ones.
+
+    ``dc`` sends every click to that DC's joiner; None sends each to the DC that registered it.
+    """
     if dc and dc not in settings.dcs:
         raise ValueError(f"dc {dc!r} is not a configured DC ({', '.join(settings.dcs)})")
     report = RecoveryReport(window.start.isoformat(), window.end.isoformat(), dry_run)

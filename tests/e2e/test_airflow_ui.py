@@ -1,7 +1,9 @@
-"""Airflow's UI, as on-call uses it: `photon airflow up`, then headless Chromium triggers a reshard.
+"""Airflow's UI, as on-call uses it: `photon airflow up`, then headless Chromium opens and
+triggers every operations DAG, with the defaults its form opens with.
 
 Debian's chromium, driven by Playwright (no browser is downloaded). The
-screenshots are kept in ``$PHOTON_TEST_ARTIFACTS`` (default ``.artifacts/``).
+screenshots (each trigger form, each run) are kept in ``$PHOTON_TEST_ARTIFACTS``
+(default ``.artifacts/``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,9 +48,10 @@ def artifacts() -> Path:
     return path
 
 
-@pytest.fixture
-def airflow_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+@pytest.fixture(scope="module")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A private stack and Airflow (`photon up`, `photon airflow up`), stopped afterwards."""
+    tmp_path = tmp_path_factory.mktemp("airflow-ui")
     # PostgreSQL runs as the postgres user: its directory must be reachable by it.
     airflow_dir = Path(tempfile.mkdtemp(prefix="photon-airflow-ui-"))
     airflow_dir.chmod(0o755)
@@ -85,13 +89,76 @@ def token(base: str) -> str:
         return str(json.loads(response.read())["access_token"])
 
 
-def test_on_call_triggers_photon_reshard_from_the_ui_and_everything_listens_on_loopback(
-    airflow_env: dict[str, str],
-) -> None:
-    from playwright.sync_api import expect, sync_playwright
+DAGS = (
+    "photon_recover",
+    "photon_verify",
+    "photon_logmap_compaction",
+    "photon_gc_boundary",
+    "photon_reshard",
+)
+
+
+class AirflowUi:
+    """One logged-in Chromium page on the API server, and its REST API."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page = page
+        self.base = base
+        self.auth = token(base)
+
+    def open_trigger_form(self, dag_id: str) -> Any:
+        from playwright.sync_api import expect
+
+        self.page.goto(self.base + f"/dags/{dag_id}", wait_until="networkidle")
+        expect(self.page.get_by_text("photon-oncall")).to_be_visible()
+        self.page.get_by_role("button", name="Trigger").first.click()
+        dialog = self.page.get_by_role("dialog")
+        expect(dialog.get_by_text("Run Parameters")).to_be_visible()
+        self.page.wait_for_timeout(500)  # the form validates as it renders
+        return dialog
+
+    def trigger(self, dialog: Any) -> None:
+        from playwright.sync_api import expect
+
+        button = dialog.get_by_role("button", name="Trigger")
+        expect(button).to_be_enabled()
+        button.click()
+        expect(dialog).to_be_hidden(timeout=15_000)
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's manual runs (the scheduled DAGs also run on their schedule)."""
+        runs = api(self.base, f"/api/v2/dags/{dag_id}/dagRuns", self.auth)["dag_runs"]
+        return [r for r in runs if r["run_type"] == "manual"]
+
+    def run_ids(self, dag_id: str) -> set[str]:
+        return {r["dag_run_id"] for r in self.runs(dag_id)}
+
+    def wait_for_runs(
+        self, before: dict[str, set[str]], timeout_s: float
+    ) -> dict[str, dict[str, Any]]:
+        """Each DAG's one new run (not in ``before``), once all have ended or the time is up."""
+        deadline = time.monotonic() + timeout_s
+        ended: dict[str, dict[str, Any]] = {}
+        while time.monotonic() < deadline and len(ended) < len(before):
+            time.sleep(2)
+            for dag_id, known in before.items():
+                new = [r for r in self.runs(dag_id) if r["dag_run_id"] not in known]
+                assert len(new) <= 1, new
+                if new and new[0]["state"] in ("success", "failed"):
+                    ended[dag_id] = new[0]
+        return ended
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str) -> str:
+        quoted = urllib.parse.quote(run_id, safe="")
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/1"
+        return json.dumps(api(self.base, path + "?full_content=true", self.auth))
+
+
+@pytest.fixture
+def ui(airflow_env: dict[str, str]) -> Iterator[AirflowUi]:
+    from playwright.sync_api import sync_playwright
 
     base = f"http://127.0.0.1:{airflow_env['PHOTON_AIRFLOW__API_PORT']}"
-    shots = artifacts()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -101,43 +168,54 @@ def test_on_call_triggers_photon_reshard_from_the_ui_and_everything_listens_on_l
             page.fill("input[name=password]", ADMIN_PASSWORD)
             page.locator("button[type=submit]").click()
             page.wait_for_url(base + "/", timeout=30_000)
-
-            page.goto(base + "/dags/photon_reshard", wait_until="networkidle")
-            expect(page.get_by_text("photon-oncall")).to_be_visible()
-            page.get_by_role("button", name="Trigger").first.click()
-            dialog = page.get_by_role("dialog")
-            expect(dialog.get_by_text("New shard count")).to_be_visible()
-            dialog.locator("input[name=element_shards]").fill("3")
-            dialog.locator("input[name=element_skew_s]").fill("2")
-            page.screenshot(path=shots / "1-trigger-form.png")
-            dialog.get_by_role("button", name="Trigger").click()
-            expect(dialog).to_be_hidden(timeout=15_000)
-
-            auth = token(base)
-            deadline = time.monotonic() + 240
-            state = "queued"
-            while time.monotonic() < deadline and state not in ("success", "failed"):
-                time.sleep(2)
-                runs = api(base, "/api/v2/dags/photon_reshard/dagRuns", auth)["dag_runs"]
-                assert len(runs) == 1
-                state = runs[0]["state"]
-            run_id = runs[0]["dag_run_id"]
-            conf = runs[0]["conf"]  # what the form sent
-            assert (conf["shards"], float(conf["skew_s"]), conf["dry_run"]) == (3, 2.0, False)
-
-            page.goto(base + f"/dags/photon_reshard/runs/{run_id}", wait_until="networkidle")
-            page.wait_for_timeout(1000)
-            page.screenshot(path=shots / "2-run.png")
+            yield AirflowUi(page, base)
         finally:
             browser.close()
-    assert state == "success"
-    assert (shots / "2-run.png").stat().st_size > 10_000
+
+
+def test_on_call_triggers_every_dag_from_the_ui_with_its_defaults(
+    airflow_env: dict[str, str], ui: AirflowUi
+) -> None:
+    shots = artifacts()
+    before = {dag_id: ui.run_ids(dag_id) for dag_id in DAGS}
+    for dag_id in DAGS:
+        dialog = ui.open_trigger_form(dag_id)
+        # Nothing to fill in: no required field is empty, the form is valid as it opens.
+        expect_no_required_empty_field(dialog, dag_id)
+        ui.page.screenshot(path=shots / f"trigger-form-{dag_id}.png", full_page=True)
+        ui.trigger(dialog)
+
+    # The reshard waits past its epoch's start (the default skew, 60 s); the Spark jobs start JVMs.
+    ended = ui.wait_for_runs(before, timeout_s=420)
+    for dag_id in DAGS:
+        assert dag_id in ended, f"{dag_id} did not end in time"
+        run_id = ended[dag_id]["dag_run_id"]
+        ui.page.goto(ui.base + f"/dags/{dag_id}/runs/{run_id}", wait_until="networkidle")
+        ui.page.wait_for_timeout(1000)
+        ui.page.screenshot(path=shots / f"run-{dag_id}.png")
+    assert {d: r["state"] for d, r in ended.items()} == dict.fromkeys(DAGS, "success")
+
+    # What the forms sent: the documented defaults, the optional values unset.
+    assert ended["photon_recover"]["conf"] == {
+        "window_start": None,
+        "window_end": None,
+        "lookback_s": 3600,
+        "settle_s": 120,
+        "dc": None,
+        "dry_run": True,
+    }
+    assert ended["photon_logmap_compaction"]["conf"] == {"dc": None, "sample": 200}
+    assert ended["photon_verify"]["conf"]["window_end"] is None
+    recover_log = ui.task_log("photon_recover", ended["photon_recover"]["dag_run_id"], "recover")
+    assert '\\"dry_run\\": true' in recover_log or "'dry_run': True" in recover_log, recover_log
+    assert (shots / "run-photon_recover.png").stat().st_size > 10_000
+
     registry = connect_registry(settings_from_env(airflow_env))
     try:
         epochs = registry.sharding().epochs
     finally:
         registry.close()
-    assert epochs[-1].shards == 3 and len(epochs) == 2
+    assert epochs[-1].shards == 8 and len(epochs) == 2  # the reshard's default shard count
 
     # Nothing listens beyond loopback (Airflow's log servers would bind every address:
     # `photon airflow up` runs the scheduler and triggerer without them).
@@ -149,3 +227,48 @@ def test_on_call_triggers_photon_reshard_from_the_ui_and_everything_listens_on_l
     stack = json.loads(run(airflow_env, "stack", "status", "--json").stdout)
     assert stack["problems"] == []
     assert all(s["listening"] for s in stack["services"])  # every server seen listening
+
+
+def expect_no_required_empty_field(dialog: Any, dag_id: str) -> None:
+    """Every input the form marks required has a value (the form opens valid)."""
+    for field in dialog.locator("input[name^=element_][required]").all():
+        if field.get_attribute("type") != "checkbox":
+            assert field.input_value() != "", f"{dag_id}: {field.get_attribute('name')} is empty"
+
+
+def test_the_form_or_the_task_refuses_a_bad_value_naming_the_field(ui: AirflowUi) -> None:
+    from playwright.sync_api import expect
+
+    shots = artifacts()
+    before = {dag_id: ui.run_ids(dag_id) for dag_id in ("photon_recover", "photon_verify")}
+    # A DC name that is no name at all: the form's schema refuses it, naming the field.
+    dialog = ui.open_trigger_form("photon_recover")
+    dialog.locator("input[name=element_dc]").fill("Bad DC")
+    dialog.get_by_role("button", name="Trigger").click()
+    expect(dialog.get_by_text("Invalid input for param dc")).to_be_visible(timeout=10_000)
+    ui.page.screenshot(path=shots / "refused-form-bad-dc.png", full_page=True)
+    assert ui.run_ids("photon_recover") == before["photon_recover"]  # no run was created
+
+    # A well-formed name of no configured DC, and a window end in the future: the task
+    # refuses each at once (no retry), naming the field.
+    dialog.locator("input[name=element_dc]").fill("z")
+    ui.trigger(dialog)
+    dialog = ui.open_trigger_form("photon_verify")
+    tomorrow = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() + 86_400))
+    dialog.locator("input[name=element_window_end]").fill(tomorrow)
+    ui.page.screenshot(path=shots / "refused-form-future-window-end.png", full_page=True)
+    ui.trigger(dialog)
+
+    ended = ui.wait_for_runs(before, timeout_s=240)
+    recover, verify = ended["photon_recover"], ended["photon_verify"]
+    assert recover["conf"]["dc"] == "z" and recover["state"] == "failed"
+    assert verify["conf"]["window_end"].startswith(tomorrow[:10]) and verify["state"] == "failed"
+    recover_log = ui.task_log("photon_recover", recover["dag_run_id"], "recover")
+    assert "dc: 'z' is not a configured DC (a, b)" in recover_log, recover_log
+    verify_log = ui.task_log("photon_verify", verify["dag_run_id"], "validate_params")
+    assert "window_end: " in verify_log and "is in the future" in verify_log, verify_log
+    ui.page.goto(
+        ui.base + f"/dags/photon_verify/runs/{verify['dag_run_id']}", wait_until="networkidle"
+    )
+    ui.page.wait_for_timeout(1000)
+    ui.page.screenshot(path=shots / "refused-run-future-window-end.png")

@@ -79,4 +79,45 @@ def test_the_reshard_form_validates_its_params_by_json_schema(
             checked("photon_reshard", **bad)
     with pytest.raises(ParamValidationError):
         checked("photon_recover", window_start="yesterday")
+    with pytest.raises(ParamValidationError):
+        checked("photon_recover", dc="Bad DC")
     assert checked("photon_recover", window_start="2026-01-01T00:00:00+00:00")
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED))
+def test_every_trigger_form_is_valid_as_it_opens(
+    dagbag: tuple[Any, list[object]], dag_id: str
+) -> None:
+    """Airflow's form requires every typed field whose type does not allow null."""
+    bag, _ = dagbag
+    params = copy.deepcopy(bag.dags[dag_id].params)
+    params.validate()  # the defaults, as the form opens
+    for name in params:
+        schema = params.get_param(name).schema
+        assert schema.get("title"), f"{dag_id}.{name} has no label"
+        assert "empty" in schema["title"].lower() or params[name] is not None, (
+            f"{dag_id}.{name}: an optional field's label says what leaving it empty does"
+        )
+        if params[name] is None:
+            assert "null" in schema["type"], f"{dag_id}.{name} would be required and empty"
+            assert "anyOf" not in schema  # the form cannot render a union
+    # An emptied field is sent as null: still valid.
+    emptied = copy.deepcopy(params)
+    emptied.update(
+        {name: None for name in params if "null" in params.get_param(name).schema.get("type", [])}
+    )
+    emptied.validate()
+
+
+def test_recover_opens_as_a_dry_run_sending_each_click_to_its_own_dc(
+    dagbag: tuple[Any, list[object]],
+) -> None:
+    bag, _ = dagbag
+    assert bag.dags["photon_recover"].params.validate() == {
+        "window_start": None,
+        "window_end": None,
+        "lookback_s": 3600.0,
+        "settle_s": 120.0,
+        "dc": None,
+        "dry_run": True,
+    }

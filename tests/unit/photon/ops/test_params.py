@@ -47,6 +47,29 @@ def test_the_form_schema_carries_defaults_bounds_and_descriptions() -> None:
     assert CompactionParams.form()["dc"]["pattern"]
 
 
+@pytest.mark.parametrize("model", [CompactionParams, RecoverParams, VerifyParams])
+def test_optional_values_are_null_in_the_form_and_empty_means_unset(
+    model: type[CompactionParams | RecoverParams | VerifyParams],
+) -> None:
+    for name, field in model.form().items():
+        assert field.get("title"), name
+        if field["default"] is None:
+            assert field["type"][0] == "null" and "anyOf" not in field, (name, field)
+            assert "empty" in field["title"].lower() and "empty" in field["description"].lower()
+    # The form sends an emptied field as null; an API caller may send ''.
+    optional = [k for k, f in model.form().items() if f["default"] is None]
+    assert model.parse({}) == model.parse(dict.fromkeys(optional))
+    assert model.parse({}) == model.parse(dict.fromkeys(optional, ""))
+
+
+def test_a_window_field_keeps_its_date_time_format_and_a_dc_its_name_pattern() -> None:
+    form = RecoverParams.form()
+    assert form["window_start"]["format"] == form["window_end"]["format"] == "date-time"
+    assert form["dc"]["pattern"] == "^[a-z][a-z0-9-]{0,31}$"
+    assert form["lookback_s"]["title"] == "Lookback (seconds)"
+    assert form["dc"]["title"] == "Datacenter (empty: the one that registered each click)"
+
+
 def test_a_window_defaults_to_the_lookback_before_now_minus_settle() -> None:
     window = VerifyParams.parse({"lookback_s": 600, "settle_s": 60}).window(NOW)
     assert window.end == NOW - timedelta(seconds=60)
@@ -55,9 +78,9 @@ def test_a_window_defaults_to_the_lookback_before_now_minus_settle() -> None:
 
 
 def test_a_window_in_the_future_or_backwards_is_rejected() -> None:
-    with pytest.raises(InvalidParamsError, match="in the future"):
-        resolve_window("", "2026-11-22T13:00:00+00:00", 60, NOW)
-    with pytest.raises(InvalidParamsError, match="is not before"):
+    with pytest.raises(InvalidParamsError, match=r"^window_end: .* is in the future"):
+        resolve_window(None, "2026-11-22T13:00:00+00:00", 60, NOW)
+    with pytest.raises(InvalidParamsError, match=r"^window_start: .* is not before"):
         resolve_window("2026-11-22T11:00:00", "2026-11-22T10:00:00", 60, NOW)
     with pytest.raises(InvalidParamsError, match="ISO-8601"):
         RecoverParams.parse({"window_start": "yesterday"})
@@ -73,7 +96,8 @@ def test_recover_checks_its_dc_and_is_a_dry_run_unless_told() -> None:
     params = RecoverParams.parse({"dc": "b"})
     assert params.dry_run is True
     assert params.check_settings(settings).dc == "b"
-    with pytest.raises(InvalidParamsError, match="not a configured DC"):
+    assert RecoverParams.parse({}).check_settings(settings).dc is None
+    with pytest.raises(InvalidParamsError, match=r"^dc: 'z' is not a configured DC"):
         RecoverParams.parse({"dc": "z"}).check_settings(settings)
     with pytest.raises(InvalidParamsError, match="not a configured DC"):
         CompactionParams.parse({"dc": "z"}).check_settings(settings)
