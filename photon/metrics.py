@@ -48,7 +48,8 @@ CLICKS = Counter(
     "Clicks the joiner handled, by outcome: held (another DC is preferred: waits its grace), "
     "joined, already_joined (found in the registry "
     "before joining), wasted (joined, then another attempt had registered it), too_old, "
-    "filtered (the adapter skipped it), deferred (to the retry store), unjoinable.",
+    "filtered (the adapter skipped it), deferred (to the retry store), behind_reader (deferred "
+    "past the retry limits: the query reader has not read past its query yet), unjoinable.",
     ["dc", "outcome"],
 )
 OUTPUT_OBJECTS = Counter(
@@ -89,6 +90,18 @@ BATCH_SECONDS = Histogram(
     "photon_batch_seconds",
     "Duration of one micro-batch (or retry pass) of an app.",
     ["dc", "app"],
+)
+READER_PROGRESS = Gauge(
+    "photon_query_reader_progress_seconds",
+    "Event time (Unix seconds) up to which the DC's query reader has provably read every "
+    "query file; a joiner declares no click unjoinable whose query lies past it.",
+    ["dc"],
+)
+BEHIND_READER = Gauge(
+    "photon_clicks_behind_reader",
+    "Clicks past the retry limits that the joiner keeps pending because the DC's query "
+    "reader has not read past their query yet (in the last batch).",
+    ["dc"],
 )
 RETRIES_PENDING = Gauge(
     "photon_retries_pending",

@@ -198,6 +198,10 @@ class RetrySettings(_Section):
     multiplier: Annotated[float, Field(ge=1.0, le=10.0)] = 2.0
     jitter: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = 10
+    #: A click whose query is not found is given up on (unjoinable) only once it was
+    #: first seen this long ago *and* the DC's query reader has read every query up to
+    #: the click's time plus this long (docs/join.md, "When a click is unjoinable"):
+    #: it must exceed the longest delay of a query after its click.
     max_age_s: PositiveSeconds = 3 * 3600.0
 
     @model_validator(mode="after")
@@ -233,6 +237,13 @@ class PipelineSettings(_Section):
     #: its preferred DC had its chance; a DC back from an outage catches up without
     #: parking half its backlog in the retry store.
     affinity_max_age_s: Annotated[float, Field(ge=0, le=86_400)] = 30.0
+    #: Lines of one query file are sorted by event time within this bound (late
+    #: shipping): having read a file up to time T proves no unread query of it is older
+    #: than T minus this. The query reader's progress (docs/join.md) rests on it.
+    query_order_bound_s: Annotated[float, Field(ge=0, le=86_400)] = 5.0
+    #: A query file read to its end that has not grown for this long no longer holds
+    #: the query reader's progress back (its writer stopped or rolled over).
+    query_file_idle_s: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.

@@ -46,6 +46,12 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, BotoCoreError)
 
 
+def _precondition_failed(exc: ClientError) -> bool:
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    code = exc.response.get("Error", {}).get("Code", "")
+    return status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict")
+
+
 def _not_found(exc: ClientError) -> bool:
     code = exc.response.get("Error", {}).get("Code", "")
     return code in ("404", "NoSuchKey", "NotFound")
@@ -82,13 +88,23 @@ class ObjectStore:
     def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         """Write ``data`` under ``key``; with ``if_absent``, only if no object is there.
 
-        Returns whether this call wrote it.
+        ``if_absent`` is S3's conditional put (``If-None-Match: *``), decided by the
+        server atomically: of two writers racing for a key, one wins. Returns whether
+        the object is this call's (False: one was there). A retried put whose first
+        try did land finds its own object there and answers False too.
         """
-        if if_absent and self.exists(key):
-            return False
-        self.faults.write(
-            key, lambda: self._call(self._s3.put_object, Bucket=self.bucket, Key=key, Body=data)
-        )
+        condition = {"IfNoneMatch": "*"} if if_absent else {}
+        try:
+            self.faults.write(
+                key,
+                lambda: self._call(
+                    self._s3.put_object, Bucket=self.bucket, Key=key, Body=data, **condition
+                ),
+            )
+        except ClientError as exc:
+            if if_absent and _precondition_failed(exc):
+                return False
+            raise
         return True
 
     def get(self, key: str) -> bytes | None:

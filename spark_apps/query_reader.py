@@ -42,6 +42,7 @@ def main(
             reader.process,
             until_idle_s=until_idle,
             totals=reader.totals.to_dict,
+            idle=reader.publish_progress,
         )
     finally:
         app.close()

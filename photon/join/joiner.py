@@ -94,7 +94,9 @@ class BatchReport:
     joined: int = 0
     wasted: int = 0
     deferred: int = 0
+    behind_reader: int = 0
     unjoinable: int = 0
+    reader_progress_us: int = 0
     seconds: float = 0.0
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
@@ -103,9 +105,13 @@ class BatchReport:
         return {
             k: getattr(self, k)
             for k in self.__slots__
-            if k not in ("objects", "latencies_us", "seconds", "reader_wait_s")
+            if k
+            not in ("objects", "latencies_us", "seconds", "reader_wait_s", "reader_progress_us")
         }
 
+
+#: The progress a joiner without a query reader to wait for works with: past every time.
+NO_READER = 2**62
 
 #: Latencies kept for the run's percentiles (the newest, when there are more).
 _LATENCY_SAMPLE = 200_000
@@ -180,6 +186,8 @@ class Joiner:
         logmap_refresh_s: float = 1.0,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
         sleep: Callable[[float], None] = time.sleep,
+        reader_progress: Callable[[], int] | None = None,
+        query_window_us: int = 0,
         faults: FaultInjector = NO_FAULTS,
     ) -> None:
         if "/" in attempt or not attempt:
@@ -211,6 +219,12 @@ class Joiner:
         self.faults = faults
         self.logmap_refresh_s = logmap_refresh_s
         self.clock = clock
+        # The DC query reader's published progress (photon.join.progress); None: no
+        # reader to wait for (every click may expire once past the retry limits).
+        self.reader_progress = reader_progress
+        if query_window_us < 0:
+            raise ValueError(f"query_window_us must not be negative, not {query_window_us}")
+        self.query_window_us = query_window_us
         adapter_schema = schema_of(adapter)
         self._schema: pa.Schema | None = (
             None if adapter_schema is None else pa.schema([*JOINED_BASE, *adapter_schema])
@@ -285,9 +299,15 @@ class Joiner:
         truncations: Sequence[QuarantineRecord] = (),
     ) -> BatchReport:
         started = time.perf_counter()
-        now = self.clock()
+        start = self.retries.begin_batch(
+            batch,
+            self.clock(),
+            self.reader_progress() if self.reader_progress is not None else NO_READER,
+        )
+        now = start.now_us  # a replay decides with its first try's clock and reader progress
         report = BatchReport(batch=batch, lines=len(lines))
-        report.replay = self.retries.begin_batch(batch)
+        report.replay = start.replay
+        report.reader_progress_us = start.reader_progress_us
         metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(len(lines))
         clicks, quarantined = self._decode(lines, report)
         quarantined += truncations
@@ -366,7 +386,13 @@ class Joiner:
         if too_old_rows:
             report.objects.append(self.output.unjoinable(batch, too_old_rows, too_old=True) or "")
 
-        deferred, expired = self.retries.defer((c.line for c in not_found), now)
+        read_past = self._read_past(not_found, start.reader_progress_us)
+        deferred, expired = self.retries.defer(
+            (c.line for c in not_found), now, may_expire=read_past.__contains__
+        )
+        report.behind_reader = sum(
+            1 for c in deferred if c.click_id not in read_past and self._past_retry_limits(c, now)
+        )
         report.deferred = len(deferred)
         report.unjoinable = len(expired)
         if expired:  # written before they leave the retry store: a crash loses none
@@ -380,6 +406,27 @@ class Joiner:
         metrics.BATCH_SECONDS.labels(self.dc, "joiner").observe(report.seconds)
         self._count(report)
         return report
+
+    def _read_past(self, clicks: list[_Click], progress_us: int) -> set[str]:
+        """The clicks the DC's query reader has read far enough past to give up on.
+
+        A click may be declared unjoinable only once the reader has provably read
+        every query up to the click's own time plus ``retry.max_age_s`` (at least W):
+        the age limit runs on the query stream's clock, not the wall clock, so a
+        reader that is stopped, slow or behind never turns a joinable click
+        unjoinable, and a query shipped up to that long after its click is found.
+        """
+        margin_us = max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
+        return {
+            c.line.click_id for c in clicks if c.event.click_id.ts_us + margin_us <= progress_us
+        }
+
+    def _past_retry_limits(self, click: PendingClick, now: int) -> bool:
+        policy = self.retries.policy
+        return (
+            click.attempts >= policy.max_attempts
+            and now - click.first_seen_us >= policy.max_age_s * 1_000_000
+        )
 
     def _decode(
         self, lines: Sequence[LogLine], report: BatchReport
@@ -582,6 +629,7 @@ class Joiner:
             "joined",
             "wasted",
             "deferred",
+            "behind_reader",
             "unjoinable",
         ):
             value = getattr(report, outcome)
@@ -592,6 +640,7 @@ class Joiner:
             latency.observe(us / 1_000_000)
         self.totals.add(report)
         metrics.RETRIES_PENDING.labels(self.dc).set(self.retries.pending())
+        metrics.BEHIND_READER.labels(self.dc).set(report.behind_reader)
         log.info(
             "joiner.batch",
             dc=self.dc,

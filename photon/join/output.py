@@ -12,8 +12,14 @@
 
 ``<attempt>`` names the pipeline's checkpoint (stable across restarts of the
 same checkpoint) and ``<batch>`` the micro-batch, so a replayed batch
-produces the same keys; objects are written only where none is (write-once),
-so the first complete write of a batch stands.
+produces the same keys; objects are written only where none is (write-once,
+an S3 conditional put), so the first complete write of a batch stands.
+
+A replay need not decide as its first try did (a query arrived meanwhile):
+its joined and unjoinable rows that the batch's objects lack go to the
+batch's next part, ``<batch>.r<n>.parquet``, so none is dropped; rows the
+objects have are not written again. Every joined row holds the batch's
+token, which won its registration, so this adds no duplicate.
 
 How it fails: see :mod:`photon.storage` (bounded retries, then an error that
 fails the batch, which Spark runs again).
@@ -114,13 +120,14 @@ class OutputWriter:
     def joined(
         self, batch: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema
     ) -> str | None:
-        return self._put(joined_key(self.dc, self.attempt, batch), rows, schema, "joined")
+        key = joined_key(self.dc, self.attempt, batch)
+        return self._put_clicks(key, rows, schema, "joined")
 
     def unjoinable(
         self, batch: str, rows: Sequence[Mapping[str, Any]], *, too_old: bool = False
     ) -> str | None:
         key = unjoinable_key(self.dc, self.attempt, batch, too_old=too_old)
-        return self._put(key, rows, UNJOINABLE, "too_old" if too_old else "unjoinable")
+        return self._put_clicks(key, rows, UNJOINABLE, "too_old" if too_old else "unjoinable")
 
     def quarantine(
         self, batch: str, stream: str, records: Sequence[QuarantineRecord]
@@ -128,6 +135,30 @@ class OutputWriter:
         rows = [{"dc": self.dc, "stream": stream, **r.to_dict()} for r in records]
         key = quarantine_key(self.dc, stream, self.attempt, batch)
         return self._put(key, rows, QUARANTINE, "quarantine")
+
+    def _put_clicks(
+        self, key: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema, kind: str
+    ) -> str | None:
+        """Write a batch's click rows: the rows its existing parts lack go to its next part.
+
+        Returns the key of the part written, or of the first part when nothing was new.
+        """
+        if not rows:
+            return None
+        remaining = list(rows)
+        part = 0
+        while True:
+            part_key = key if part == 0 else key.removesuffix(".parquet") + f".r{part}.parquet"
+            if self.store.put(part_key, encode(remaining, schema), if_absent=True):
+                metrics.OUTPUT_OBJECTS.labels(self.dc, kind).inc()
+                return part_key
+            data = self.store.get(part_key)
+            written = {r["click_id"] for r in decode(data)} if data is not None else set()
+            remaining = [r for r in remaining if r["click_id"] not in written]
+            if not remaining:
+                metrics.OUTPUT_OBJECTS.labels(self.dc, "skipped").inc()
+                return key
+            part += 1
 
     def _put(
         self, key: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema, kind: str

@@ -7,6 +7,11 @@ batch's log-file-map entries as one delta run under
 moves on only after that run is stored, so a replayed batch emits every entry
 its lines need again.
 
+After the batch's queries are stored, it publishes its progress
+(:mod:`photon.join.progress`): the event time up to which it has provably
+read every query file, which the DC's joiner waits for before it declares a
+click unjoinable.
+
 How it fails: object-store errors fail the batch (Spark replays it); a
 replayed batch rewrites its run under the same key (entries are an index:
 a rewrite with more or other valid entries is harmless).
@@ -14,9 +19,11 @@ a rewrite with more or other valid entries is harmless).
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
@@ -25,6 +32,7 @@ from photon.events.records import QuarantineRecord, QueryEvent, Stream, decode_l
 from photon.join.cache import CacheEventStore
 from photon.join.logmap import LogFileMapBuilder, QueryLine, delta_prefix, encode_run
 from photon.join.output import OutputWriter
+from photon.join.progress import ReaderProgress, ReadLine, file_sizes
 from photon.logs.reader import LogLine
 from photon.storage import ObjectStore
 
@@ -53,6 +61,7 @@ class QueryBatchReport:
     cached: int = 0
     map_entries: int = 0
     map_run: str | None = None
+    progress_us: int | None = None
 
 
 def delta_run_key(dc: str, attempt: str, batch: str) -> str:
@@ -69,6 +78,9 @@ class QueryReader:
         store: ObjectStore,
         output: OutputWriter,
         builder: LogFileMapBuilder,
+        progress: ReaderProgress | None = None,
+        queries_dir: Path | None = None,
+        clock: Callable[[], int] = lambda: time.time_ns() // 1000,
     ) -> None:
         self.dc = dc
         self.attempt = attempt
@@ -76,7 +88,27 @@ class QueryReader:
         self.store = store
         self.output = output
         self.builder = builder
+        if (progress is None) != (queries_dir is None):
+            raise ValueError("progress and queries_dir go together")
+        self.progress = progress
+        self.queries_dir = queries_dir
+        self.clock = clock
+        self._lock = threading.Lock()
         self.totals = QueryReaderTotals()
+
+    def publish_progress(self, batch: str = "idle") -> int | None:
+        """Look at the query files again and publish the progress; None without a tracker.
+
+        Also run between batches (Spark runs no batch while no line arrives): files
+        that went idle stop holding the progress back only when someone looks.
+        """
+        if self.progress is None or self.queries_dir is None:
+            return None
+        with self._lock:
+            progress_us = self.progress.advance(file_sizes(self.queries_dir), self.clock())
+            self.progress.save(batch)
+        metrics.READER_PROGRESS.labels(self.dc).set(progress_us / 1_000_000)
+        return progress_us
 
     def process(
         self,
@@ -90,14 +122,17 @@ class QueryReader:
         raw_by_id: dict[str, bytes] = {}
         positions: list[QueryLine] = []
         quarantined: list[QuarantineRecord] = list(truncations)
+        read: list[ReadLine] = []
         for line in lines:
             decoded = decode_line(Stream.QUERIES, line.file, line.offset, line.raw)
             if isinstance(decoded, QuarantineRecord):
                 quarantined.append(decoded)
+                read.append(ReadLine(line.file, line.end, None))
                 continue
             assert isinstance(decoded, QueryEvent)
             raw_by_id[str(decoded.query_id)] = line.raw
             positions.append(QueryLine(decoded.query_id, line.file, line.offset))
+            read.append(ReadLine(line.file, line.end, decoded.query_id.ts_us))
         report.queries = len(positions)
         report.quarantined = len(quarantined)
         if quarantined:
@@ -115,6 +150,12 @@ class QueryReader:
             metrics.OUTPUT_OBJECTS.labels(self.dc, "logmap").inc()
         self.builder.commit(state)
         report.map_entries = len(entries)
+        if self.progress is not None:
+            # Only after the batch's queries are in both stores: a joiner trusting the
+            # progress must be able to find every query before it.
+            with self._lock:
+                self.progress.observe(read)
+            report.progress_us = self.publish_progress(batch)
         metrics.QUERIES_CACHED.labels(self.dc).inc(report.cached)
         metrics.LOGMAP_ENTRIES.labels(self.dc).inc(len(entries))
         metrics.LINES_READ.labels(self.dc, Stream.QUERIES.value).inc(len(lines))
@@ -136,5 +177,6 @@ class QueryReader:
             cached=report.cached,
             map_entries=report.map_entries,
             quarantined=report.quarantined,
+            progress_us=report.progress_us,
         )
         return report

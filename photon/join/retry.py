@@ -18,7 +18,7 @@ the store is transactional, so a failed call changes nothing.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +39,25 @@ CREATE TABLE IF NOT EXISTS retries (
 );
 CREATE INDEX IF NOT EXISTS retries_due ON retries (due_us);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS open_batches (batch TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS open_batches (
+    batch TEXT PRIMARY KEY,
+    now_us INTEGER,
+    reader_progress_us INTEGER
+);
 """
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStart:
+    """A batch as it starts: a replay of an unfinished try, and what its first try saw.
+
+    A replay reuses its first try's clock and query-reader progress, so it makes the
+    same decisions (docs/join.md, "Why no click is lost to a crash: replays").
+    """
+
+    replay: bool
+    now_us: int
+    reader_progress_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +81,10 @@ class RetryStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(open_batches)")}
+        for column in ("now_us", "reader_progress_us"):  # a store made before they existed
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE open_batches ADD COLUMN {column} INTEGER")
 
     def close(self) -> None:
         self._db.close()
@@ -75,13 +96,18 @@ class RetryStore:
         return max(1, int(base * (1.0 + p.jitter * unit) * _US))
 
     def defer(
-        self, clicks: Iterable[PendingClick], now_us: int
+        self,
+        clicks: Iterable[PendingClick],
+        now_us: int,
+        may_expire: Callable[[str], bool] = lambda click_id: True,
     ) -> tuple[list[PendingClick], list[PendingClick]]:
         """Schedule each click again; returns (deferred, expired).
 
-        Expired clicks, past both the attempt and the age limits, are left as
+        Expired clicks, past both the attempt and the age limits and allowed by
+        ``may_expire`` (the query reader has read past their query), are left as
         they are: the caller writes them out as unjoinable and only then
-        removes them (:meth:`remove`), so a crash in between loses none.
+        removes them (:meth:`remove`), so a crash in between loses none. A click
+        past the limits that may not expire yet is deferred like any other.
         """
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
@@ -97,7 +123,11 @@ class RetryStore:
                 current = PendingClick(
                     click.click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                if attempts >= self.policy.max_attempts and now_us - first_seen >= max_age_us:
+                if (
+                    attempts >= self.policy.max_attempts
+                    and now_us - first_seen >= max_age_us
+                    and may_expire(click.click_id)
+                ):
                     expired.append(current)
                     continue
                 self._db.execute(
@@ -193,17 +223,30 @@ class RetryStore:
             row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
         return int(row[0])
 
-    def begin_batch(self, batch: str) -> bool:
-        """Record that ``batch`` starts; True when it had started before and not finished.
+    def begin_batch(self, batch: str, now_us: int, reader_progress_us: int) -> BatchStart:
+        """Record that ``batch`` starts at ``now_us`` with the query reader at
+        ``reader_progress_us``; a replay gets its first try's values back.
 
         A batch that started and never finished may have registered ids without
-        writing them: its replay must join again the ids that hold its token.
+        writing them: its replay must join again the ids that hold its token, and
+        decide what to defer and expire as the first try did.
         """
         with self._transaction():
-            row = self._db.execute("SELECT 1 FROM open_batches WHERE batch = ?", (batch,))
-            replay = row.fetchone() is not None
-            self._db.execute("INSERT OR IGNORE INTO open_batches VALUES (?)", (batch,))
-        return replay
+            row = self._db.execute(
+                "SELECT now_us, reader_progress_us FROM open_batches WHERE batch = ?", (batch,)
+            ).fetchone()
+            if row is None:
+                self._db.execute(
+                    "INSERT INTO open_batches VALUES (?, ?, ?)",
+                    (batch, now_us, reader_progress_us),
+                )
+                return BatchStart(False, now_us, reader_progress_us)
+        first_now, first_progress = row
+        return BatchStart(
+            True,
+            now_us if first_now is None else int(first_now),
+            reader_progress_us if first_progress is None else int(first_progress),
+        )
 
     def finish_batch(self, batch: str) -> None:
         with self._transaction():

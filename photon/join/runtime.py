@@ -28,6 +28,7 @@ from photon.join.joiner import Joiner
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
+from photon.join.progress import ReaderProgress, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
 from photon.registry_access import connect_registry
@@ -41,6 +42,11 @@ QUERY_READER = "query-reader"
 def retry_store_path(settings: PhotonSettings, dc: str) -> Path:
     """The DC joiner's retry store (its dispatcher queue)."""
     return settings.pipeline_dir(dc, JOINER) / "retry.sqlite"
+
+
+def query_reader_dir(settings: PhotonSettings, dc: str) -> Path:
+    """The DC query reader's state: where it publishes its progress for the joiner."""
+    return settings.pipeline_dir(dc, QUERY_READER)
 
 
 def current_attempt(settings: PhotonSettings, dc: str) -> str | None:
@@ -143,6 +149,8 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             affinity_max_age_s=settings.pipeline.affinity_max_age_s,
             skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
             reader_wait_s=settings.pipeline.reader_wait_s,
+            reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
+            query_window_us=window_us,
             faults=FaultInjector(settings.faults),
         )
     except BaseException:
@@ -168,6 +176,12 @@ def build_query_reader(settings: PhotonSettings, dc: str) -> QueryReaderApp:
             builder=LogFileMapBuilder(
                 int(settings.log_file_map.window_s * 1_000_000), settings.log_file_map.max_bytes
             ),
+            progress=ReaderProgress(
+                state_dir,
+                order_bound_us=int(settings.pipeline.query_order_bound_s * 1_000_000),
+                idle_us=int(settings.pipeline.query_file_idle_s * 1_000_000),
+            ),
+            queries_dir=settings.dc_logs(dc) / "queries",
         )
     except BaseException:
         app.close()

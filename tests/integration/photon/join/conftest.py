@@ -15,6 +15,7 @@ from photon.join.joiner import Joiner
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
+from photon.join.progress import ReaderProgress, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader, LogLine
@@ -25,6 +26,8 @@ from photon.storage import ObjectStore
 from registry import IdRegistry
 
 W_US = 2_000_000
+ORDER_BOUND_US = 5_000_000
+FILE_IDLE_US = 30_000_000
 M_BYTES = 64 * 1024
 RETRY = RetrySettings(
     initial_backoff_s=1, max_backoff_s=4, multiplier=2, jitter=0.1, max_attempts=3, max_age_s=30
@@ -110,6 +113,7 @@ def make_dc(
         retries = RetryStore(tmp_path / "state" / dc / attempt / "retry.sqlite", RETRY)
         stores.append(retries)
         output = OutputWriter(store, dc, attempt)
+        reader_state = tmp_path / "state" / dc / attempt / "query-reader"
         reader = QueryReader(
             dc=dc,
             attempt=attempt,
@@ -117,6 +121,11 @@ def make_dc(
             store=store,
             output=output,
             builder=LogFileMapBuilder(W_US, M_BYTES),
+            progress=ReaderProgress(
+                reader_state, order_bound_us=ORDER_BOUND_US, idle_us=FILE_IDLE_US
+            ),
+            queries_dir=logs_root / dc / "queries",
+            clock=clock,
         )
         logs = LogsEventStore(
             logs_root / dc / "queries",
@@ -138,6 +147,8 @@ def make_dc(
             affinity_grace_s=affinity_grace_s,
             affinity_max_age_s=affinity_max_age_s,
             skip_fresh_logs_s=skip_fresh_logs_s,
+            reader_progress=lambda: read_progress(reader_state),
+            query_window_us=W_US,
             reader_wait_s=reader_wait_s,
             clock=clock,
             sleep=sleep,

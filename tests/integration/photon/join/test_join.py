@@ -6,6 +6,7 @@ streaming source will cut them. The generator's manifest is the ground truth.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -94,6 +95,7 @@ def run_dc(parts: DcParts, root: Path, clock: Clock, *, clicks_first: bool) -> N
             parts.joiner.process(f"{n:012d}", lines)
     for _ in range(200):  # retry passes until nothing is pending
         clock.now_us += 5 * S
+        parts.reader.publish_progress()  # the reader's app looks at its files between batches
         parts.joiner.process_retries()
         if parts.retries.pending() == 0:
             return
@@ -245,7 +247,8 @@ def test_a_batch_replayed_after_its_write_writes_nothing_twice(
     clicks = batches(root / "a" / "clicks", 16 * 1024)[0]
     first = a.joiner.process("000000000000", clicks)
     first_write_at = clock.now_us
-    a.retries.begin_batch("000000000000")  # as if it crashed before Spark committed it
+    # As if it crashed before Spark committed it:
+    a.retries.begin_batch("000000000000", clock.now_us, 0)
     clock.now_us += S
     again = a.joiner.process("000000000000", clicks)
     assert first.joined > 0 and again.replay
@@ -295,7 +298,7 @@ def test_retry_passes_wait_while_a_crashed_streaming_batch_awaits_its_replay(
     a = make_dc("a", root, clock)
     a.joiner.process("000000000000", batches(root / "a" / "clicks", 4 * 1024)[0])
     clock.now_us += 10 * S
-    a.retries.begin_batch("000000000001")  # batch 1 crashed mid-way
+    a.retries.begin_batch("000000000001", clock.now_us, 0)  # batch 1 crashed mid-way
     assert a.joiner.process_retries() is None
     a.joiner.process("000000000001", [])  # its replay (which takes the due retries too)
     clock.now_us += 10 * S
@@ -310,7 +313,9 @@ def test_a_crash_while_writing_unjoinable_clicks_loses_none_of_them(
 ) -> None:
     root, manifest = logs
     clock = Clock(START_US)
-    a = make_dc("a", root, clock)  # no query is ever read: every click ends unjoinable
+    shutil.rmtree(root / "a" / "queries")  # no query ever comes: every click ends unjoinable
+    a = make_dc("a", root, clock)
+    a.reader.publish_progress()  # its reader has read everything there is
     for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
         a.joiner.process(f"{n:012d}", lines)
 
@@ -320,15 +325,97 @@ def test_a_crash_while_writing_unjoinable_clicks_loses_none_of_them(
     with pytest.raises(SystemExit):
         for _ in range(10):  # retry passes until the clicks are past both limits
             clock.now_us += 20 * S
+            a.reader.publish_progress()
             a.joiner.process_retries()
     monkeypatch.undo()
     assert rows(store, "unjoinable/") == []
 
     restarted = make_dc("a", root, clock)
-    restarted.joiner.process_retries()  # the crashed pass, again
-    unjoinable = {r["click_id"] for r in rows(store, "unjoinable/")}
-    assert unjoinable == set(manifest.expected_joins) | set(manifest.never_joinable)
+    restarted.reader.publish_progress()
+    replay = restarted.joiner.process_retries()  # the crashed pass, again
+    assert replay is not None and replay.replay and replay.unjoinable > 0
+    for _ in range(20):  # the rest, as their time comes
+        clock.now_us += 20 * S
+        restarted.reader.publish_progress()
+        restarted.joiner.process_retries()
+    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
+    assert set(unjoinable) == set(manifest.expected_joins) | set(manifest.never_joinable)
+    assert set(unjoinable.values()) == {1}
     assert restarted.retries.pending() == 0
+
+
+def test_a_batch_run_again_after_it_finished_drops_no_click_whose_query_came_meanwhile(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """Spark runs batch N again when it failed to log N's commit after N returned.
+
+    By then queries N lacked have arrived: the run registers those clicks under N's
+    token, finds N's object already written, and must still write them (N's next part).
+    """
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    query_batches = batches(root / "a" / "queries", 4 * 1024)
+    a.reader.process("q0", query_batches[0])
+    clicks = batches(root / "a" / "clicks", 1 << 20)[0]
+    first = a.joiner.process("000000000000", clicks)
+    assert first.joined > 0 and first.deferred > 0
+    for n, lines in enumerate(query_batches[1:], start=1):  # the reader reads on meanwhile
+        a.reader.process(f"q{n}", lines)
+    clock.now_us += S
+
+    again = a.joiner.process("000000000000", clicks)  # the same batch, run again
+
+    assert again.joined > 0  # clicks whose query came in between
+    keys = sorted(store.keys("joined/"))
+    assert keys == [
+        "joined/dc=a/run1/000000000000.parquet",
+        "joined/dc=a/run1/000000000000.r1.parquet",
+    ]
+    joined = rows(store, "joined/")
+    assert len(joined) == len({r["click_id"] for r in joined}) == first.joined + again.joined
+    for _ in range(100):  # the rest: retries, until every click is settled
+        clock.now_us += 10 * S
+        a.reader.publish_progress()
+        a.joiner.process_retries()
+        if a.retries.pending() == 0:
+            break
+    check_exactly_once(store, manifest)
+
+
+def test_a_query_reader_that_is_behind_never_turns_a_joinable_click_unjoinable(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    query_batches = batches(root / "a" / "queries", 4 * 1024)
+    a.reader.process("q-first", query_batches[0])  # the reader read a little, then stopped
+    for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
+        a.joiner.process(f"{n:012d}", lines)
+    reports = []
+    for _ in range(20):  # far past both retry limits (3 attempts, 30 s)
+        clock.now_us += 20 * S
+        reports += [r for r in [a.joiner.process_retries()] if r is not None]
+    assert {r["click_id"] for r in rows(store, "unjoinable/")} <= set(manifest.never_joinable)
+    assert a.retries.pending() > 0
+    assert sum(r.behind_reader for r in reports) > 0  # counted, visible
+
+    # The reader comes back and reads on: every joinable click is joined, once, and each
+    # click whose query never comes is written out as unjoinable, once.
+    for n, lines in enumerate(query_batches[1:], start=1):
+        clock.now_us += S // 10
+        a.reader.process(f"q{n}", lines)
+    for _ in range(100):
+        clock.now_us += 10 * S
+        a.reader.publish_progress()
+        a.joiner.process_retries()
+        if a.retries.pending() == 0:
+            break
+    check_exactly_once(store, manifest)
+    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
+    assert set(unjoinable) == set(manifest.never_joinable)
+    assert set(unjoinable.values()) == {1}
 
 
 def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(

@@ -62,6 +62,29 @@ def test_a_click_expires_only_past_both_attempts_and_age(store: RetryStore) -> N
     assert store.pending() == 0
 
 
+def test_a_click_past_the_limits_expires_only_when_allowed(store: RetryStore) -> None:
+    for t in (0, 2, 4):
+        store.defer([click(1)], now_us=t * S)
+    deferred, expired = store.defer([click(1)], now_us=61 * S, may_expire=lambda _: False)
+    assert expired == [] and [c.attempts for c in deferred] == [4]
+    _, expired = store.defer([click(1)], now_us=70 * S, may_expire=lambda _: True)
+    assert [c.attempts for c in expired] == [5]
+
+
+def test_a_store_made_before_batches_kept_their_clock_still_opens(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE open_batches (batch TEXT PRIMARY KEY)")
+    db.execute("INSERT INTO open_batches VALUES ('000000000003')")
+    db.commit()
+    db.close()
+    store = RetryStore(path, POLICY)
+    start = store.begin_batch("000000000003", 7 * S, 6 * S)
+    assert (start.replay, start.now_us, start.reader_progress_us) == (True, 7 * S, 6 * S)
+
+
 def test_remove_and_contains(store: RetryStore) -> None:
     store.defer([click(1), click(2)], now_us=0)
     store.remove([click(1).click_id])
@@ -71,11 +94,13 @@ def test_remove_and_contains(store: RetryStore) -> None:
 def test_open_batches_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     first = RetryStore(path, POLICY)
-    assert first.begin_batch("000000000007") is False
+    assert first.begin_batch("000000000007", 5 * S, 3 * S).replay is False
     first.close()
     again = RetryStore(path, POLICY)
     assert again.unfinished_batches() == ["000000000007"]
-    assert again.begin_batch("000000000007") is True
+    # The replay gets its first try's clock and query-reader progress, not its own.
+    start = again.begin_batch("000000000007", 9 * S, 8 * S)
+    assert (start.replay, start.now_us, start.reader_progress_us) == (True, 5 * S, 3 * S)
     again.finish_batch("000000000007")
     assert again.unfinished_batches() == []
     assert again.next_sequence("pass") == 1 and again.next_sequence("pass") == 2

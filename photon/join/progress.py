@@ -1,0 +1,164 @@
+"""The query reader's progress: the event time up to which it has provably read every query.
+
+A joiner may declare a click unjoinable only once its DC's query reader has
+read past the click's query (docs/join.md, "When a click is unjoinable"): a
+reader that is stopped, slow or behind must never turn a joinable click
+into an unjoinable one. This module is that rule's two halves.
+
+:class:`ReaderProgress` runs in the query reader. After each batch it knows,
+for every query file, how far it has read (``read_end``) and the newest
+event time among the lines it read there (``max_ts_us``). Lines in one file
+are sorted by event time only within ``order_bound`` (late shipping), so
+having read a file up to event time ``T`` proves it holds no unread query
+older than ``T - order_bound``. The progress is the minimum of that over the
+files that still matter:
+
+* a file with unread bytes (the reader is behind on it): ``T - order_bound``,
+  or no progress at all while nothing of it was read yet;
+* a file read to its end that grew within ``idle`` (its writer is live and
+  may append): ``T - order_bound``;
+* a file read to its end and idle for longer: nothing more is coming from
+  it; it does not hold the progress back.
+
+With every file read and idle, everything written so far was read: the
+progress is the newest event time read, or the reader's clock less
+``idle``, whichever is later. The published progress never goes back.
+
+The reader keeps its per-file view in ``progress-state.json`` and publishes
+``progress.json`` (both written whole, then renamed) in its state directory,
+next to its checkpoint; the DC's joiner reads the latter
+(:func:`read_progress`) when it plans a batch and records the value with
+the batch, so a replay decides as its first try did.
+
+How it fails: a reader that stops publishes nothing more; its last progress
+stays, and the joiner keeps the clicks behind it pending (never unjoinable).
+A missing or unreadable ``progress.json`` reads as "nothing read yet".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PROGRESS_FILE = "progress.json"
+STATE_FILE = "progress-state.json"
+#: "Nothing provably read": below every event time.
+NOTHING_READ = 0
+
+
+@dataclass(slots=True)
+class FileView:
+    """What the reader knows of one query file."""
+
+    read_end: int = 0  # bytes read (the end of the last line read)
+    max_ts_us: int | None = None  # newest event time among the lines read (None: none valid)
+    size: int = 0  # the file's size when last looked at
+    grown_at_us: int = 0  # the reader's clock when its size last changed
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLine:
+    """One query line the reader read: its file, where it ends, its event time (if valid)."""
+
+    file: str
+    end: int
+    ts_us: int | None
+
+
+class ReaderProgress:
+    """The query reader's side: per-file views in, a monotone progress out."""
+
+    def __init__(self, state_dir: Path, *, order_bound_us: int, idle_us: int) -> None:
+        if order_bound_us < 0 or idle_us <= 0:
+            raise ValueError("order_bound_us must be >= 0 and idle_us > 0")
+        self.state_dir = state_dir
+        self.order_bound_us = order_bound_us
+        self.idle_us = idle_us
+        self.files: dict[str, FileView] = {}
+        self.progress_us = NOTHING_READ
+        self._load()
+
+    def observe(self, lines: Iterable[ReadLine]) -> None:
+        """Take a batch's lines into the per-file views (a replay changes nothing)."""
+        for line in lines:
+            view = self.files.setdefault(line.file, FileView())
+            view.read_end = max(view.read_end, line.end)
+            if line.ts_us is not None:
+                view.max_ts_us = max(view.max_ts_us or line.ts_us, line.ts_us)
+
+    def advance(self, sizes: Mapping[str, int], now_us: int) -> int:
+        """The progress after looking at every query file's ``sizes`` at ``now_us``."""
+        bounds: list[int] = []
+        newest = NOTHING_READ
+        for name, size in sizes.items():
+            view = self.files.setdefault(name, FileView(grown_at_us=now_us))
+            if size != view.size:
+                view.size, view.grown_at_us = size, now_us
+            if view.max_ts_us is not None:
+                newest = max(newest, view.max_ts_us)
+            behind = size > view.read_end
+            live = now_us - view.grown_at_us < self.idle_us
+            if not (behind or live):
+                continue
+            if view.max_ts_us is None:
+                if behind:  # unread lines of unknown time: no progress can be proven
+                    return self.progress_us
+                continue  # live, but nothing valid read in it yet: nothing to wait for
+            bounds.append(view.max_ts_us - self.order_bound_us)
+        computed = min(bounds) if bounds else max(newest, now_us - self.idle_us)
+        self.progress_us = max(self.progress_us, computed)
+        return self.progress_us
+
+    def save(self, batch: str) -> None:
+        """Persist the views, then publish the progress (each file whole)."""
+        state = {
+            "progress_us": self.progress_us,
+            "files": {name: asdict(view) for name, view in self.files.items()},
+        }
+        _write_json(self.state_dir / STATE_FILE, state)
+        _write_json(
+            self.state_dir / PROGRESS_FILE, {"progress_us": self.progress_us, "batch": batch}
+        )
+
+    def _load(self) -> None:
+        path = self.state_dir / STATE_FILE
+        if not path.exists():
+            return
+        data = json.loads(path.read_text())
+        self.progress_us = int(data["progress_us"])
+        self.files = {name: FileView(**view) for name, view in data["files"].items()}
+
+
+def file_sizes(directory: Path) -> dict[str, int]:
+    """The size of every log file in ``directory`` (none when it does not exist yet)."""
+    sizes: dict[str, int] = {}
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return sizes
+    for entry in entries:
+        if entry.name.endswith(".log"):
+            try:
+                sizes[entry.name] = entry.stat().st_size
+            except FileNotFoundError:
+                continue  # deleted meanwhile: nothing more is coming from it
+    return sizes
+
+
+def read_progress(reader_state_dir: Path) -> int:
+    """The progress a DC's query reader published (:data:`NOTHING_READ` before any)."""
+    try:
+        data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
+        return int(data["progress_us"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return NOTHING_READ
+
+
+def _write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    tmp.replace(path)
