@@ -25,8 +25,9 @@ Run this when `photon_verify` reports **lost** ids (registered in the
 IdRegistry, in no output). For the clicks of the window it finds those ids
 and, for each whose attempt is dead (its DC runs another attempt now, or the
 batch that registered it ended without writing it), deletes the id from the
-registry *only while it still holds that attempt's token* and puts the
-click back into the DC's joiner (its retry store), which joins it again.
+registry *only while it still holds that attempt's token* and re-injects
+the click as the DC's input (a recovery log file in its click logs), which
+its joiner reads and joins again.
 Ids whose batch is still open are left: the batch's replay writes them.
 
 Every field may be left as it opens: the window is then the hour ending

@@ -13,28 +13,42 @@ the attempt will never run that batch again. Such an attempt is *dead* when:
 An id whose batch is still open is left alone: its replay will write it.
 
 For each dead id, recovery reads the click's line from the target DC's click
-logs, puts it into that DC's retry store (due a little later), deletes the
-id from the registry only while it still holds the dead token, then makes it
-due now; the joiner joins it again like any retried click. The reads happen
-in the order tokens, open batches, output, so an id whose batch finished
-after its tokens were read is seen in the output, never taken for lost.
+logs and **re-injects it as the DC's input**: a recovery log file,
+``recovery-<run>.log``, in the DC's click logs, which the DC's joiner reads
+with the same source as every other click file and joins like any click. It
+never writes into a joiner's local state, so it need not run on the
+joiner's host — only where the DC's click logs are. The reads happen in the
+order tokens, open batches, output, so an id whose batch finished after its
+tokens were read is seen in the output, never taken for lost.
 
-How it fails: a crash after the injection and before the delete leaves a
-click the joiner drops as already registered (still lost, found again by the
-next run); after the delete, the click is in the retry store and is joined.
-A click not found in the input logs is reported and left registered.
+The order of the writes makes a crash safe: first the lines are written to
+``recovery-<run>.pending`` (a name the source does not read: the journal),
+then each id is deleted from the registry only while it still holds the
+dead token, then the lines of the ids deleted are written whole to
+``recovery-<run>.log`` (a temporary name, then renamed) and the journal is
+removed. A joiner reading the click before its id was deleted would drop it
+as already joined; it cannot, the line is not there yet.
+
+How it fails: a crash before the journal changes nothing; between the
+journal and the log file, the next run finishes the journal — it re-injects
+each of its clicks that is registered by nobody and in no output — before
+doing anything else. A click not found in the input logs is reported and
+left registered.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from photon.events.records import Stream
+from photon.events.records import Stream, decode_click
 from photon.join.output import rows_under
 from photon.join.retry import PendingClick, RetryStore
 from photon.join.runtime import current_attempt, retry_store_path
@@ -43,13 +57,14 @@ from photon.ops.params import Window
 from photon.ops.verify import in_window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
-from registry import IdRegistry
+from registry import IdRegistry, LookupResult
 
 log = structlog.get_logger(__name__)
 
 _US = 1_000_000
-#: Injected clicks wait this long until the registry delete is done.
-_INJECT_HOLD_US = 30 * _US
+RECOVERY_PREFIX = "recovery-"
+#: The journal of a run that has not written its recovery log yet (the source reads *.log).
+JOURNAL_SUFFIX = ".pending"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +87,8 @@ class RecoveryReport:
     alive: int = 0
     deleted: int = 0
     reinjected: int = 0
+    resumed: int = 0
+    recovery_logs: list[str] = field(default_factory=list)
     not_in_input: int = 0
     token_changed: int = 0
     by_dc: dict[str, int] = field(default_factory=dict)
@@ -146,6 +163,7 @@ def recover(
     dc: str | None = None,
     dry_run: bool = True,
     now_us: int | None = None,
+    run: str | None = None,
 ) -> RecoveryReport:
     """Find the lost ids of the window and, unless ``dry_run``, re-inject the dead ones.
 
@@ -154,6 +172,8 @@ def recover(
     if dc and dc not in settings.dcs:
         raise ValueError(f"dc {dc!r} is not a configured DC ({', '.join(settings.dcs)})")
     report = RecoveryReport(window.start.isoformat(), window.end.isoformat(), dry_run)
+    if not dry_run:
+        report.resumed = finish_journals(settings, store, registry)
     registered = registry.registered(window.start_us, window.end_us)  # first: see the docstring
     lost = classify(settings, registered)  # open batches read now, before the output
     joined = {
@@ -172,6 +192,7 @@ def recover(
         by_target.setdefault(target, []).append(item)
     report.by_dc = {target: len(items) for target, items in by_target.items()}
     now = time.time_ns() // 1000 if now_us is None else now_us
+    run = "".join(c if c.isalnum() or c in "._-" else "_" for c in run) if run else None
     for target, items in sorted(by_target.items()):
         clicks = find_clicks(settings, target, {item.click_id for item in items})
         for item in items:
@@ -184,24 +205,69 @@ def recover(
             continue
         if not ready:
             continue
-        retries = RetryStore(retry_store_path(settings, target), settings.retry)
-        try:
-            retries.inject([clicks[i.click_id] for i in ready], due_us=now + _INJECT_HOLD_US)
-            deleted = []
-            for item in ready:
-                if registry.delete_if_token(item.click_id, item.token):
-                    deleted.append(item.click_id)
-                    report.actions.append(_action(item, target, "deleted and re-injected"))
-                else:  # joined or recovered by someone else meanwhile: leave it to them
-                    report.token_changed += 1
-                    report.actions.append(_action(item, target, "token changed: left"))
-            retries.inject([clicks[i] for i in deleted], due_us=now)
-        finally:
-            retries.close()
+        directory = settings.dc_logs(target) / Stream.CLICKS.value
+        name = f"{RECOVERY_PREFIX}{run or time.strftime('%Y%m%dT%H%M%S')}-{now:d}"
+        journal = _write_whole(
+            directory / f"{name}{JOURNAL_SUFFIX}", (clicks[i.click_id].raw for i in ready)
+        )
+        deleted = []
+        for item in ready:
+            if registry.delete_if_token(item.click_id, item.token):
+                deleted.append(item.click_id)
+                report.actions.append(_action(item, target, "deleted and re-injected"))
+            else:  # joined or recovered by someone else meanwhile: leave it to them
+                report.token_changed += 1
+                report.actions.append(_action(item, target, "token changed: left"))
+        if deleted:
+            written = _write_whole(directory / f"{name}.log", (clicks[i].raw for i in deleted))
+            report.recovery_logs.append(str(written))
+        journal.unlink()
         report.deleted += len(deleted)
         report.reinjected += len(deleted)
     log.info("ops.recover", **{k: v for k, v in report.to_dict().items() if k != "actions"})
     return report
+
+
+def finish_journals(settings: PhotonSettings, store: ObjectStore, registry: IdRegistry) -> int:
+    """Finish what a crashed run left: re-inject its journal's clicks that nobody holds.
+
+    A journal's click that is registered (by its dead attempt still, or by a joiner)
+    or already in the output is left; the rest were deleted by the crashed run and
+    go into a recovery log now. Returns how many were re-injected.
+    """
+    reinjected = 0
+    joined: set[str] | None = None
+    for dc in settings.dcs:
+        directory = settings.dc_logs(dc) / Stream.CLICKS.value
+        for journal in sorted(directory.glob(f"{RECOVERY_PREFIX}*{JOURNAL_SUFFIX}")):
+            lines = [line for line in journal.read_bytes().split(b"\n") if line]
+            by_id = {str(decode_click(line).click_id): line for line in lines}
+            states = registry.lookup(by_id)
+            if joined is None:
+                joined = {r["click_id"] for r in rows_under(store, "joined/")}
+            free = [
+                by_id[c]
+                for c, state in states.items()
+                if state is LookupResult.ABSENT and c not in joined
+            ]
+            if free:
+                _write_whole(journal.with_suffix(".log"), free)
+            journal.unlink()
+            reinjected += len(free)
+            log.warning("ops.recover.journal_finished", journal=str(journal), reinjected=len(free))
+    return reinjected
+
+
+def _write_whole(path: Path, lines: Iterable[bytes]) -> Path:
+    """``lines`` as a file at ``path`` that appears whole (written, synced, then renamed)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as out:
+        for line in lines:
+            out.write(line + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
+    tmp.replace(path)
+    return path
 
 
 def _action(item: LostId, target: str, what: str) -> dict[str, str]:

@@ -122,6 +122,7 @@ class RecoverOperator(_PhotonOperator):
                 window,
                 dc=params.dc,
                 dry_run=params.dry_run,
+                run=str(context["run_id"]),
             )
         result = report.to_dict()
         self._log_table("recovery", {k: v for k, v in result.items() if k != "actions"})

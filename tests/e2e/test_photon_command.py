@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,11 +76,20 @@ def test_a_bad_setting_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
+    """The README's `make demo`: the default demo (3,000 queries), on private ports."""
     env = stack_env(tmp_path)
-    result = run(env, "demo", "--queries", "600", "--rate", "60")
+    result = run(env, "demo", timeout_s=900)
     for step in ("local stack up", "pipelines join them", "audit", "stack status", "stack down"):
         assert step in result.stdout
     assert "verdict: exactly once" in result.stdout
-    assert "duplicates in the union of outputs │ 0" in result.stdout
+    figures = {
+        name.strip(): value.strip()
+        for name, value in re.findall(r"│\s+([a-z][A-Za-z ,()]+?)\s*│\s+(\d+)\s*│", result.stdout)
+    }
+    assert figures["duplicates in the union of outputs"] == "0"
+    assert figures["missing"] == "0"
+    # Every never-joinable click written out as unjoinable, in each DC, and no other.
+    never = figures["never joinable (manifest)"]
+    assert figures["unjoinable in DC a"] == figures["unjoinable in DC b"] == never
     assert "stopped: zk1, zk2, zk3, redis, s3" in result.stdout
     assert not (tmp_path / "state" / "stack.json").exists()

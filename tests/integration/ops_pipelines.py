@@ -20,6 +20,7 @@ from typing import Any
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.runtime import JoinerApp, QueryReaderApp, build_joiner, build_query_reader
+from photon.logs.reader import GrowingLogReader
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
@@ -67,7 +68,10 @@ class OpsPhoton:
 
     def reader(self, dc: str) -> QueryReaderApp:
         if dc not in self.readers:
-            self.readers[dc] = build_query_reader(self.settings, dc)
+            app = build_query_reader(self.settings, dc)
+            assert app.reader is not None
+            app.reader.clock = self.clock
+            self.readers[dc] = app
         return self.readers[dc]
 
     def run(self, dc: str, *, before_batch: Callable[[int], None] = lambda _: None) -> None:
@@ -87,11 +91,29 @@ class OpsPhoton:
                 joiner.process(f"{n:012d}", lines)
         self.drain(dc)
 
+    def read_recovery_logs(self, dc: str) -> int:
+        """The DC's joiner reads the recovery logs in its click logs, as its source would;
+        then its retries are drained. Returns the lines read."""
+        joiner = self.joiner(dc).joiner
+        assert joiner is not None
+        reader = GrowingLogReader(self.settings.dc_logs(dc) / "clicks", pattern="recovery-*.log")
+        offsets: dict[str, int] = {}
+        lines = 0
+        while (read := reader.read(offsets, max_bytes=1 << 20)).lines:
+            self.clock.now_us += S // 10
+            joiner.process(f"recovery-{lines:08d}", read.lines)
+            offsets = read.offsets
+            lines += len(read.lines)
+        self.drain(dc)
+        return lines
+
     def drain(self, dc: str) -> None:
         """Retry passes on the clock until the DC's retry store is empty."""
         app = self.joiner(dc)
-        assert app.joiner is not None and app.retries is not None
+        reader = self.reader(dc).reader
+        assert app.joiner is not None and app.retries is not None and reader is not None
         for _ in range(100):
+            reader.publish_progress()  # as the reader's app does between batches
             app.joiner.process_retries()
             if app.retries.pending() == 0:
                 return

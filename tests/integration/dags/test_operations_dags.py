@@ -204,9 +204,12 @@ def test_recover_dag_restores_clicks_lost_between_registry_commit_and_output_wri
 
     done = run_dag("photon_recover", **window, dry_run=False)
     assert str(done.state) == "success", task_states(done)
-    assert xcom(done, "recover")["reinjected"] == lost
-    ops_photon.clock.now_us = time.time_ns() // 1000  # re-injected clicks are due at "now"
-    ops_photon.drain("a")  # DC a's joiner takes the re-injected clicks
+    recovered = xcom(done, "recover")
+    assert recovered["reinjected"] == lost and len(recovered["recovery_logs"]) == 1
+    assert app.retries.pending() == pending_before  # nothing written into a joiner's state
+    # The clicks come back as DC a's input: its joiner reads the recovery log.
+    ops_photon.clock.now_us = time.time_ns() // 1000
+    assert ops_photon.read_recovery_logs("a") == lost
 
     dag_run, report = _verify(run_dag, ops_photon)
     assert str(dag_run.state) == "success", report["failures"]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
 import pytest
 
 from photon.join.logmap import delta_prefix, sorted_prefix
+from photon.join.output import rows_under
 from photon.ops import compaction
+from photon.ops import recover as recover_module
 from photon.ops.params import RecoverParams
 from photon.ops.recover import recover
 from tests.integration.ops_pipelines import OpsPhoton
@@ -40,6 +46,62 @@ def test_ids_of_a_batch_still_open_are_left_to_its_replay(ops_photon: OpsPhoton)
     assert report.why == {"batch open: its replay writes it": report.lost}
     assert report.deleted == report.reinjected == 0
     assert ops_photon.registry.registered(window.start_us, window.end_us) == registered
+
+
+def _lose_batch_two(ops_photon: OpsPhoton) -> None:
+    """DC a's joiner dies between batch 2's registry commit and its write; the pipeline
+    then goes on from a new batch, so batch 2 is never replayed: its ids are lost."""
+    ops_photon.generate()
+    app = ops_photon.joiner("a")
+    assert app.joiner is not None
+    writer = app.joiner.output
+    write_joined = writer.joined
+
+    def crash(*_: object, **__: object) -> None:
+        raise SystemExit("killed between the registry commit and the output write")
+
+    def crash_at(n: int) -> None:
+        writer.joined = crash if n == 2 else write_joined  # type: ignore[method-assign]
+
+    with pytest.raises(SystemExit):
+        ops_photon.run("a", before_batch=crash_at)
+    writer.joined = write_joined  # type: ignore[method-assign]
+    ops_photon.run("a")
+
+
+def test_a_recovery_that_dies_after_deleting_is_finished_by_the_next_run(
+    ops_photon: OpsPhoton, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _lose_batch_two(ops_photon)
+    window = RecoverParams.parse({"lookback_s": 3600, "settle_s": 0}).window()
+    settings, store, registry = ops_photon.settings, ops_photon.store, ops_photon.registry
+    clicks_dir = settings.dc_logs("a") / "clicks"
+    write_whole = recover_module._write_whole
+
+    def die_before_the_log(path: Path, lines: Iterable[bytes]) -> Path:
+        if path.suffix == ".log":
+            raise SystemExit("killed after the registry deletes, before the recovery log")
+        return write_whole(path, lines)
+
+    monkeypatch.setattr(recover_module, "_write_whole", die_before_the_log)
+    with pytest.raises(SystemExit):
+        recover(settings, store, registry, window, dry_run=False, run="first")
+    monkeypatch.undo()
+    [journal] = clicks_dir.glob("recovery-*.pending")
+    lost = len([line for line in journal.read_bytes().split(b"\n") if line])
+    assert lost > 0 and not list(clicks_dir.glob("recovery-*.log"))
+    assert registry.registered(window.start_us, window.end_us)  # the rest is still registered
+
+    # The next run finishes the journal first; nothing of it is lost or doubled.
+    report = recover(settings, store, registry, window, dry_run=False, run="second")
+
+    assert report.resumed == lost and report.lost == 0
+    assert not list(clicks_dir.glob("recovery-*.pending"))
+    assert ops_photon.read_recovery_logs("a") == lost
+    joined = Counter(r["click_id"] for r in rows_under(store, "joined/"))
+    assert ops_photon.manifest is not None
+    assert set(joined) == set(ops_photon.manifest.expected_joins)
+    assert set(joined.values()) == {1}
 
 
 def test_a_compaction_whose_lookups_differ_keeps_the_old_runs(
