@@ -511,3 +511,81 @@ def test_an_injected_crash_after_commit_leaves_ids_registered_and_unwritten(
     assert [c for c in ids if registry.read_token(c) == "a/run1/000000000000"]
     assert list(store.keys("joined/")) == []
     assert a.retries.unfinished_batches() == ["000000000000"]  # Spark's replay writes them
+
+
+#: Where a streaming batch dies: after each step of :meth:`Joiner._process` (the part
+#: patched, and the method after whose return the process is killed).
+BOUNDARIES = {
+    "after_begin": ("retries", "begin_batch"),
+    "after_lookup": ("registry", "lookup"),
+    "after_register": ("registry", "register"),
+    "after_joined_write": ("output", "joined"),
+    "after_unjoinable_write": ("output", "unjoinable"),
+    "after_defer": ("retries", "defer"),
+    "after_remove": ("retries", "remove"),
+    "after_finish": ("retries", "finish_batch"),  # foreachBatch returned, commit not logged
+}
+
+
+@pytest.mark.parametrize("boundary", sorted(BOUNDARIES))
+def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+    boundary: str,
+) -> None:
+    """Killed at a step boundary, the batch runs again later, when other queries have
+    arrived and other retries are due: every joinable click ends joined once, every
+    never-joinable one unjoinable once."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    query_batches = batches(root / "a" / "queries", 4 * 1024)
+    # Half the queries arrive before the crash, the rest after it; to see the unjoinable
+    # write die, every query is read first (so only never-joinable clicks expire).
+    read_first = len(query_batches) if boundary == "after_unjoinable_write" else 3
+    for n, lines in enumerate(query_batches[:read_first]):
+        a.reader.process(f"q{n}", lines)
+    click_batches = batches(root / "a" / "clicks", 8 * 1024)
+    *before, last = click_batches
+    for n, lines in enumerate(before):
+        a.joiner.process(f"{n:012d}", lines)
+    for _ in range(3):  # earlier clicks come back, some until past their limits
+        clock.now_us += 15 * S
+        a.reader.publish_progress()
+        a.joiner.process_retries()
+    clock.now_us += 15 * S
+    a.reader.publish_progress()
+    crashed = f"{len(before):012d}"
+
+    part, method = BOUNDARIES[boundary]
+    owner = getattr(a.joiner, part)
+    real = getattr(owner, method)
+
+    def killed(*args: object, **kwargs: object) -> NoReturn:
+        real(*args, **kwargs)
+        raise SystemExit(f"killed {boundary}")
+
+    monkeypatch.setattr(owner, method, killed)
+    with pytest.raises(SystemExit):
+        a.joiner.process(crashed, last)
+    monkeypatch.undo()
+
+    restarted = make_dc("a", root, clock)  # a new process on the same state
+    for n, lines in enumerate(query_batches[read_first:], start=read_first):  # came meanwhile
+        clock.now_us += S // 10
+        restarted.reader.process(f"q{n}", lines)
+    clock.now_us += 7 * S  # and other retries are due now
+    replay = restarted.joiner.process(crashed, last)  # Spark runs the batch again
+    assert replay.replay == (boundary != "after_finish")
+    for _ in range(100):
+        clock.now_us += 10 * S
+        restarted.reader.publish_progress()
+        restarted.joiner.process_retries()
+        if restarted.retries.pending() == 0:
+            break
+    check_exactly_once(store, manifest)
+    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
+    assert set(unjoinable) == set(manifest.never_joinable)
+    assert set(unjoinable.values()) == {1}
