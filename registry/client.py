@@ -184,6 +184,7 @@ class IdRegistry:
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()
         self._config: ShardingConfig | None = None
+        self._closing = False
         self._boundaries: dict[int, int] = {}
         self._watched_boundaries: set[int] = set()
         self._known_buckets: set[str] = set()
@@ -250,6 +251,7 @@ class IdRegistry:
         return registry
 
     def close(self) -> None:
+        self._closing = True  # the LOST that follows is ours: not worth a line at info
         self._zk.stop()
         self._zk.close()
 
@@ -267,7 +269,7 @@ class IdRegistry:
         # Runs on kazoo's event thread: record, log and send async calls only, never block.
         lost = self.state == KazooState.LOST
         self.state = state
-        log.info("registry.connection", state=state)
+        (log.debug if self._closing else log.info)("registry.connection", state=state)
         if lost and state == KazooState.CONNECTED and self._member is not None:
             # A new session: the ephemeral member node went with the old one.
             self._zk.create_async(
@@ -294,8 +296,11 @@ class IdRegistry:
             return
         config = ShardingConfig.from_json(data, stat.version)
         with self._lock:
-            self._config = config
-        log.info("registry.config", version=stat.version, epochs=len(config.epochs))
+            first, self._config = self._config is None, config
+        # A change is news; the first read of every connection is not.
+        (log.debug if first else log.info)(
+            "registry.config", version=stat.version, epochs=len(config.epochs)
+        )
         if self._member is not None:  # tell operators this client now uses the new version
             self._zk.set_async(self._member_path(self._member[0]), self._member_data())
 
