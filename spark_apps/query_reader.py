@@ -43,6 +43,7 @@ def main(
             until_idle_s=until_idle,
             totals=reader.totals.to_dict,
             idle=reader.publish_progress,
+            settled=reader.settled,
         )
     finally:
         app.close()

@@ -112,6 +112,17 @@ class ReaderProgress:
         self.progress_us = max(self.progress_us, computed)
         return self.progress_us
 
+    def settled(self, sizes: Mapping[str, int], now_us: int) -> bool:
+        """Every file read to its end and idle: the progress is as far as it can go until
+        something is written (a reader stopping now leaves nothing behind it)."""
+        for name, size in sizes.items():
+            view = self.files.get(name)
+            if view is None or size > view.read_end or size != view.size:
+                return False
+            if now_us - view.grown_at_us < self.idle_us:
+                return False
+        return True
+
     def save(self, batch: str) -> None:
         """Persist the views, then publish the progress (each file whole)."""
         state = {

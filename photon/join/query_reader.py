@@ -110,6 +110,15 @@ class QueryReader:
         metrics.READER_PROGRESS.labels(self.dc).set(progress_us / 1_000_000)
         return progress_us
 
+    def settled(self) -> bool:
+        """Whether the reader may stop (``--until-idle``): every query file read to its end
+        and idle, so the progress it published is final. Without a tracker: always."""
+        if self.progress is None or self.queries_dir is None:
+            return True
+        self.publish_progress()
+        with self._lock:
+            return self.progress.settled(file_sizes(self.queries_dir), self.clock())
+
     def process(
         self,
         batch: str,

@@ -123,3 +123,13 @@ def test_bad_bounds_are_refused(tmp_path: Path) -> None:
         ReaderProgress(tmp_path, order_bound_us=-1, idle_us=IDLE)
     with pytest.raises(ValueError, match="idle_us"):
         ReaderProgress(tmp_path, order_bound_us=0, idle_us=0)
+
+
+def test_it_is_settled_once_every_file_is_read_and_idle(progress: ReaderProgress) -> None:
+    progress.observe([ReadLine("a.log", 100, T0)])
+    assert not progress.settled({"a.log": 100}, T0)  # never looked at: may still grow
+    progress.advance({"a.log": 100}, T0)
+    assert not progress.settled({"a.log": 100}, T0 + S)  # read, but grew just now
+    assert not progress.settled({"a.log": 150}, T0 + IDLE)  # more to read
+    assert progress.settled({"a.log": 100}, T0 + IDLE)
+    assert not progress.settled({"a.log": 100, "b.log": 10}, T0 + IDLE)  # a new file
