@@ -89,6 +89,8 @@ def stack_env(tmp: Path) -> dict[str, str]:
         "PHOTON_STACK__ZK_HEAP_MB": "128",
         # Pipelines started by tests serve no metrics unless a test asks (fixed ports clash).
         "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
+        # Generated logs stop growing at once: let idle files go after 5 s, not 30.
+        "PHOTON_PIPELINE__QUERY_FILE_IDLE_S": "5",
     }
 
 

@@ -58,6 +58,8 @@ _BENCH_ENV = {
     "PHOTON_RETRY__MAX_ATTEMPTS": "4",
     "PHOTON_RETRY__MAX_AGE_S": "45",  # delayed queries arrive up to 30 s after their clicks
     "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
+    # Query files that stopped growing let the reader's progress go after 10 s, not 30.
+    "PHOTON_PIPELINE__QUERY_FILE_IDLE_S": "10",
 }
 
 

@@ -85,6 +85,8 @@ _CHAOS_ENV = {
     "PHOTON_RETRY__MAX_ATTEMPTS": "6",
     "PHOTON_RETRY__MAX_AGE_S": "120",
     "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
+    # Query files that stopped growing let the reader's progress go after 10 s, not 30.
+    "PHOTON_PIPELINE__QUERY_FILE_IDLE_S": "10",
     "PHOTON_SHARDS__MAX_CLOCK_SKEW_S": "5",
 }
 

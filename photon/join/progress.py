@@ -15,8 +15,8 @@ files that still matter:
 
 * a file with unread bytes (the reader is behind on it): ``T - order_bound``,
   or no progress at all while nothing of it was read yet;
-* a file read to its end that grew within ``idle`` (its writer is live and
-  may append): ``T - order_bound``;
+* a file read to its end that grew within ``idle`` (by its mtime: its writer
+  is live and may append): ``T - order_bound``;
 * a file read to its end and idle for longer: nothing more is coming from
   it; it does not hold the progress back.
 
@@ -42,6 +42,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 PROGRESS_FILE = "progress.json"
 STATE_FILE = "progress-state.json"
@@ -56,7 +57,14 @@ class FileView:
     read_end: int = 0  # bytes read (the end of the last line read)
     max_ts_us: int | None = None  # newest event time among the lines read (None: none valid)
     size: int = 0  # the file's size when last looked at
-    grown_at_us: int = 0  # the reader's clock when its size last changed
+    grown_at_us: int = 0  # when it last grew: its mtime, or the look that saw it grow
+
+
+class FileStat(NamedTuple):
+    """A query file as the reader looks at it."""
+
+    size: int
+    mtime_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +97,17 @@ class ReaderProgress:
             if line.ts_us is not None:
                 view.max_ts_us = max(view.max_ts_us or line.ts_us, line.ts_us)
 
-    def advance(self, sizes: Mapping[str, int], now_us: int) -> int:
-        """The progress after looking at every query file's ``sizes`` at ``now_us``."""
+    def advance(self, files: Mapping[str, FileStat], now_us: int) -> int:
+        """The progress after looking at every query file (size, mtime) at ``now_us``."""
         bounds: list[int] = []
         newest = NOTHING_READ
-        for name, size in sizes.items():
-            view = self.files.setdefault(name, FileView(grown_at_us=now_us))
-            if size != view.size:
-                view.size, view.grown_at_us = size, now_us
+        for name, (size, mtime_us) in files.items():
+            view = self.files.get(name)
+            if view is None:  # first sight: it last grew when it was last written
+                view = self.files[name] = FileView(size=size, grown_at_us=min(mtime_us, now_us))
+            elif size != view.size:
+                # It grew since the last look: by its mtime, never before that look.
+                view.size, view.grown_at_us = size, max(view.grown_at_us, min(mtime_us, now_us))
             if view.max_ts_us is not None:
                 newest = max(newest, view.max_ts_us)
             behind = size > view.read_end
@@ -112,10 +123,10 @@ class ReaderProgress:
         self.progress_us = max(self.progress_us, computed)
         return self.progress_us
 
-    def settled(self, sizes: Mapping[str, int], now_us: int) -> bool:
+    def settled(self, files: Mapping[str, FileStat], now_us: int) -> bool:
         """Every file read to its end and idle: the progress is as far as it can go until
         something is written (a reader stopping now leaves nothing behind it)."""
-        for name, size in sizes.items():
+        for name, (size, _) in files.items():
             view = self.files.get(name)
             if view is None or size > view.read_end or size != view.size:
                 return False
@@ -143,20 +154,21 @@ class ReaderProgress:
         self.files = {name: FileView(**view) for name, view in data["files"].items()}
 
 
-def file_sizes(directory: Path) -> dict[str, int]:
-    """The size of every log file in ``directory`` (none when it does not exist yet)."""
-    sizes: dict[str, int] = {}
+def file_stats(directory: Path) -> dict[str, FileStat]:
+    """Size and mtime (µs) of every log file in ``directory`` (none when it does not exist)."""
+    stats: dict[str, FileStat] = {}
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
-        return sizes
+        return stats
     for entry in entries:
         if entry.name.endswith(".log"):
             try:
-                sizes[entry.name] = entry.stat().st_size
+                stat = entry.stat()
             except FileNotFoundError:
                 continue  # deleted meanwhile: nothing more is coming from it
-    return sizes
+            stats[entry.name] = FileStat(stat.st_size, stat.st_mtime_ns // 1000)
+    return stats
 
 
 def read_progress(reader_state_dir: Path) -> int:

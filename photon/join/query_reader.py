@@ -32,7 +32,7 @@ from photon.events.records import QuarantineRecord, QueryEvent, Stream, decode_l
 from photon.join.cache import CacheEventStore
 from photon.join.logmap import LogFileMapBuilder, QueryLine, delta_prefix, encode_run
 from photon.join.output import OutputWriter
-from photon.join.progress import ReaderProgress, ReadLine, file_sizes
+from photon.join.progress import ReaderProgress, ReadLine, file_stats
 from photon.logs.reader import LogLine
 from photon.storage import ObjectStore
 
@@ -105,7 +105,7 @@ class QueryReader:
         if self.progress is None or self.queries_dir is None:
             return None
         with self._lock:
-            progress_us = self.progress.advance(file_sizes(self.queries_dir), self.clock())
+            progress_us = self.progress.advance(file_stats(self.queries_dir), self.clock())
             self.progress.save(batch)
         metrics.READER_PROGRESS.labels(self.dc).set(progress_us / 1_000_000)
         return progress_us
@@ -117,7 +117,7 @@ class QueryReader:
             return True
         self.publish_progress()
         with self._lock:
-            return self.progress.settled(file_sizes(self.queries_dir), self.clock())
+            return self.progress.settled(file_stats(self.queries_dir), self.clock())
 
     def process(
         self,

@@ -8,9 +8,10 @@ import pytest
 
 from photon.join.progress import (
     NOTHING_READ,
+    FileStat,
     ReaderProgress,
     ReadLine,
-    file_sizes,
+    file_stats,
     read_progress,
 )
 
@@ -22,100 +23,133 @@ BOUND = 5 * S
 IDLE = 30 * S
 
 
+def at(now_us: int, sizes: dict[str, int]) -> dict[str, FileStat]:
+    """The files as a look at ``now_us`` sees them, each last written then."""
+    return {name: FileStat(size, now_us) for name, size in sizes.items()}
+
+
 @pytest.fixture
 def progress(tmp_path: Path) -> ReaderProgress:
     return ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
 
 
 def test_nothing_is_proven_before_anything_is_read(progress: ReaderProgress) -> None:
-    assert progress.advance({"q.1.log": 500}, T0) == NOTHING_READ  # unread, time unknown
+    assert progress.advance(at(T0, {"q.1.log": 500}), T0) == NOTHING_READ  # unread, time unknown
 
 
 def test_with_no_query_file_at_all_everything_written_was_read(progress: ReaderProgress) -> None:
-    assert progress.advance({}, T0) == T0 - IDLE
+    assert progress.advance(at(T0, {}), T0) == T0 - IDLE
 
 
 def test_a_file_read_part_way_proves_its_newest_time_less_the_order_bound(
     progress: ReaderProgress,
 ) -> None:
     progress.observe([ReadLine("q.1.log", 100, T0), ReadLine("q.1.log", 200, T0 + 10 * S)])
-    assert progress.advance({"q.1.log": 900}, T0 + 20 * S) == T0 + 10 * S - BOUND
+    assert progress.advance(at(T0 + 20 * S, {"q.1.log": 900}), T0 + 20 * S) == T0 + 10 * S - BOUND
 
 
 def test_the_slowest_live_file_holds_the_progress_back(progress: ReaderProgress) -> None:
     progress.observe([ReadLine("a.log", 100, T0 + 50 * S), ReadLine("b.log", 100, T0 + 20 * S)])
     # Both read to their end, both grew just now: either may still append.
-    assert progress.advance({"a.log": 100, "b.log": 100}, T0 + 60 * S) == T0 + 15 * S
+    assert (
+        progress.advance(at(T0 + 60 * S, {"a.log": 100, "b.log": 100}), T0 + 60 * S) == T0 + 15 * S
+    )
 
 
 def test_an_idle_file_read_to_its_end_no_longer_holds_it_back(progress: ReaderProgress) -> None:
     progress.observe([ReadLine("old.log", 100, T0), ReadLine("new.log", 100, T0 + 40 * S)])
-    assert progress.advance({"old.log": 100, "new.log": 100}, T0 + 41 * S) == T0 - BOUND
+    assert (
+        progress.advance(at(T0 + 41 * S, {"old.log": 100, "new.log": 100}), T0 + 41 * S)
+        == T0 - BOUND
+    )
     progress.observe([ReadLine("new.log", 200, T0 + 80 * S)])
     # old.log has not grown for longer than IDLE: its writer moved on.
-    assert progress.advance({"old.log": 100, "new.log": 200}, T0 + 81 * S) == T0 + 75 * S
+    assert (
+        progress.advance(at(T0 + 81 * S, {"old.log": 100, "new.log": 200}), T0 + 81 * S)
+        == T0 + 75 * S
+    )
 
 
 def test_with_every_file_read_and_idle_everything_written_was_read(
     progress: ReaderProgress,
 ) -> None:
     progress.observe([ReadLine("a.log", 100, T0)])
-    progress.advance({"a.log": 100}, T0 + S)
-    assert progress.advance({"a.log": 100}, T0 + S + IDLE) == T0 + S  # the clock less IDLE
-    assert progress.advance({"a.log": 100}, T0 + 100 * S) == T0 + 100 * S - IDLE
+    progress.advance(at(T0 + S, {"a.log": 100}), T0 + S)
+    assert (
+        progress.advance(at(T0 + S + IDLE, {"a.log": 100}), T0 + S + IDLE) == T0 + S
+    )  # the clock less IDLE
+    assert progress.advance(at(T0 + 100 * S, {"a.log": 100}), T0 + 100 * S) == T0 + 100 * S - IDLE
 
 
 def test_a_new_file_not_read_yet_stops_the_progress_where_it_was(
     progress: ReaderProgress,
 ) -> None:
     progress.observe([ReadLine("a.log", 100, T0 + 50 * S)])
-    before = progress.advance({"a.log": 200}, T0 + 60 * S)
+    before = progress.advance(at(T0 + 60 * S, {"a.log": 200}), T0 + 60 * S)
     assert before == T0 + 45 * S
     # A reader behind on a file it has not read a line of: it may hold any time.
-    assert progress.advance({"a.log": 200, "late.log": 900}, T0 + 61 * S) == before
+    assert progress.advance(at(T0 + 61 * S, {"a.log": 200, "late.log": 900}), T0 + 61 * S) == before
 
 
 def test_the_progress_never_goes_back(progress: ReaderProgress) -> None:
     progress.observe([ReadLine("a.log", 100, T0 + 50 * S)])
-    assert progress.advance({"a.log": 100}, T0 + 51 * S) == T0 + 45 * S
+    assert progress.advance(at(T0 + 51 * S, {"a.log": 100}), T0 + 51 * S) == T0 + 45 * S
     progress.observe([ReadLine("b.log", 100, T0 + 10 * S)])  # an older file shows up
-    assert progress.advance({"a.log": 100, "b.log": 100}, T0 + 52 * S) == T0 + 45 * S
+    assert (
+        progress.advance(at(T0 + 52 * S, {"a.log": 100, "b.log": 100}), T0 + 52 * S) == T0 + 45 * S
+    )
 
 
 def test_malformed_lines_move_the_read_end_but_prove_no_time(progress: ReaderProgress) -> None:
     progress.observe([ReadLine("good.log", 100, T0), ReadLine("bad.log", 100, None)])
-    assert progress.advance({"good.log": 100, "bad.log": 100}, T0 + S) == T0 - BOUND
+    assert progress.advance(at(T0 + S, {"good.log": 100, "bad.log": 100}), T0 + S) == T0 - BOUND
     # More unread lines of a file whose lines had no valid time: no time is proven.
-    assert progress.advance({"good.log": 100, "bad.log": 300}, T0 + 2 * S) == T0 - BOUND
+    assert (
+        progress.advance(at(T0 + 2 * S, {"good.log": 100, "bad.log": 300}), T0 + 2 * S)
+        == T0 - BOUND
+    )
 
 
 def test_a_replayed_batch_changes_nothing(progress: ReaderProgress) -> None:
     batch = [ReadLine("a.log", 100, T0), ReadLine("a.log", 250, T0 + 3 * S)]
     progress.observe(batch)
-    first = progress.advance({"a.log": 400}, T0 + 10 * S)
+    first = progress.advance(at(T0 + 10 * S, {"a.log": 400}), T0 + 10 * S)
     progress.observe(batch)
-    assert progress.advance({"a.log": 400}, T0 + 10 * S) == first
+    assert progress.advance(at(T0 + 10 * S, {"a.log": 400}), T0 + 10 * S) == first
 
 
 def test_it_survives_a_restart_and_publishes_for_the_joiner(tmp_path: Path) -> None:
     assert read_progress(tmp_path) == NOTHING_READ
     first = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
     first.observe([ReadLine("a.log", 100, T0 + 50 * S)])
-    published = first.advance({"a.log": 100}, T0 + 51 * S)
+    published = first.advance(at(T0 + 51 * S, {"a.log": 100}), T0 + 51 * S)
     first.save("000000000004")
     assert read_progress(tmp_path) == published
     again = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
     assert again.progress_us == published
-    assert again.advance({"a.log": 100}, T0 + 52 * S) == published  # a.log is known read
+    assert (
+        again.advance(at(T0 + 52 * S, {"a.log": 100}), T0 + 52 * S) == published
+    )  # a.log is known read
     (tmp_path / "progress.json").write_text("{not json")
     assert read_progress(tmp_path) == NOTHING_READ
 
 
-def test_file_sizes_lists_log_files_only(tmp_path: Path) -> None:
-    assert file_sizes(tmp_path / "missing") == {}
+def test_file_stats_lists_log_files_only(tmp_path: Path) -> None:
+    assert file_stats(tmp_path / "missing") == {}
     (tmp_path / "a.log").write_bytes(b"x" * 7)
     (tmp_path / "a.tmp").write_bytes(b"x")
-    assert file_sizes(tmp_path) == {"a.log": 7}
+    [(name, stat)] = file_stats(tmp_path).items()
+    assert name == "a.log" and stat.size == 7
+    assert abs(stat.mtime_us - (tmp_path / "a.log").stat().st_mtime_ns // 1000) <= 1
+
+
+def test_a_file_last_written_long_ago_is_idle_at_first_sight(progress: ReaderProgress) -> None:
+    progress.observe([ReadLine("old.log", 100, T0), ReadLine("live.log", 100, T0 + 50 * S)])
+    now = T0 + 100 * S
+    files = {"old.log": FileStat(100, now - 2 * IDLE), "live.log": FileStat(100, now - S)}
+    assert progress.advance(files, now) == T0 + 45 * S  # only live.log holds it back
+    assert not progress.settled(files, now)
+    assert progress.settled(files, now + IDLE)
 
 
 def test_bad_bounds_are_refused(tmp_path: Path) -> None:
@@ -127,9 +161,9 @@ def test_bad_bounds_are_refused(tmp_path: Path) -> None:
 
 def test_it_is_settled_once_every_file_is_read_and_idle(progress: ReaderProgress) -> None:
     progress.observe([ReadLine("a.log", 100, T0)])
-    assert not progress.settled({"a.log": 100}, T0)  # never looked at: may still grow
-    progress.advance({"a.log": 100}, T0)
-    assert not progress.settled({"a.log": 100}, T0 + S)  # read, but grew just now
-    assert not progress.settled({"a.log": 150}, T0 + IDLE)  # more to read
-    assert progress.settled({"a.log": 100}, T0 + IDLE)
-    assert not progress.settled({"a.log": 100, "b.log": 10}, T0 + IDLE)  # a new file
+    assert not progress.settled(at(T0, {"a.log": 100}), T0)  # never looked at: may still grow
+    progress.advance(at(T0, {"a.log": 100}), T0)
+    assert not progress.settled(at(T0 + S, {"a.log": 100}), T0 + S)  # read, but grew just now
+    assert not progress.settled(at(T0 + IDLE, {"a.log": 150}), T0 + IDLE)  # more to read
+    assert progress.settled(at(T0 + IDLE, {"a.log": 100}), T0 + IDLE)
+    assert not progress.settled(at(T0 + IDLE, {"a.log": 100, "b.log": 10}), T0 + IDLE)  # a new file
