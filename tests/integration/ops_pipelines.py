@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.runtime import JoinerApp, QueryReaderApp, build_joiner, build_query_reader
@@ -90,6 +92,24 @@ class OpsPhoton:
                 before_batch(n)
                 joiner.process(f"{n:012d}", lines)
         self.drain(dc)
+
+    def crash_between_commit_and_write(self, dc: str, batch: int) -> None:
+        """Run the DC until its joiner dies between batch ``batch``'s registry commit and its
+        output write (the batch stays open, as after a kill)."""
+        joiner = self.joiner(dc).joiner
+        assert joiner is not None
+        writer = joiner.output
+        write_joined = writer.joined
+
+        def crash(*_: object, **__: object) -> None:
+            raise SystemExit("killed between the registry commit and the output write")
+
+        def crash_at(n: int) -> None:
+            writer.joined = crash if n == batch else write_joined  # type: ignore[method-assign]
+
+        with pytest.raises(SystemExit):
+            self.run(dc, before_batch=crash_at)
+        writer.joined = write_joined  # type: ignore[method-assign]
 
     def read_recovery_logs(self, dc: str) -> int:
         """The DC's joiner reads the recovery logs in its click logs, as its source would;

@@ -171,19 +171,7 @@ def test_recover_dag_restores_clicks_lost_between_registry_commit_and_output_wri
 ) -> None:
     manifest = ops_photon.generate()
     app = ops_photon.joiner("a")
-    assert app.joiner is not None
-    writer = app.joiner.output
-    write_joined = writer.joined
-
-    def crash(*_: object, **__: object) -> None:
-        raise SystemExit("killed between the registry commit and the output write")
-
-    def crash_at(n: int) -> None:  # batch 2 dies after its registry commit
-        writer.joined = crash if n == 2 else write_joined  # type: ignore[method-assign]
-
-    with pytest.raises(SystemExit):
-        ops_photon.run("a", before_batch=crash_at)
-    writer.joined = write_joined  # type: ignore[method-assign]
+    ops_photon.crash_between_commit_and_write("a", 2)  # batch 2 dies after its commit
     ops_photon.run("a")  # the pipeline goes on from a new batch: batch 2 is never replayed
     ops_photon.run("b")
 

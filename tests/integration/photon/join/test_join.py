@@ -93,13 +93,26 @@ def run_dc(parts: DcParts, root: Path, clock: Clock, *, clicks_first: bool) -> N
             parts.reader.process(f"{n:012d}", lines)
         else:
             parts.joiner.process(f"{n:012d}", lines)
-    for _ in range(200):  # retry passes until nothing is pending
-        clock.now_us += 5 * S
-        parts.reader.publish_progress()  # the reader's app looks at its files between batches
+    drain(parts, clock, step_s=5)
+
+
+def drain(parts: DcParts, clock: Clock, step_s: float = 10) -> None:
+    """Retry passes, the reader looking at its files before each (as its app does between
+    batches), until nothing is pending."""
+    for _ in range(100):
+        clock.now_us += int(step_s * S)
+        parts.reader.publish_progress()
         parts.joiner.process_retries()
         if parts.retries.pending() == 0:
             return
     raise AssertionError(f"{parts.retries.pending()} clicks still pending")
+
+
+def check_unjoinable_once(store: ObjectStore, manifest: Manifest) -> None:
+    """Every never-joinable click written out as unjoinable, once, and no other click."""
+    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
+    assert set(unjoinable) == set(manifest.never_joinable)
+    assert set(unjoinable.values()) == {1}
 
 
 def check_exactly_once(store: ObjectStore, manifest: Manifest) -> list[dict[str, Any]]:
@@ -334,14 +347,10 @@ def test_a_crash_while_writing_unjoinable_clicks_loses_none_of_them(
     restarted.reader.publish_progress()
     replay = restarted.joiner.process_retries()  # the crashed pass, again
     assert replay is not None and replay.replay and replay.unjoinable > 0
-    for _ in range(20):  # the rest, as their time comes
-        clock.now_us += 20 * S
-        restarted.reader.publish_progress()
-        restarted.joiner.process_retries()
+    drain(restarted, clock, step_s=20)  # the rest, as their time comes
     unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
     assert set(unjoinable) == set(manifest.expected_joins) | set(manifest.never_joinable)
     assert set(unjoinable.values()) == {1}
-    assert restarted.retries.pending() == 0
 
 
 def test_a_batch_run_again_after_it_finished_drops_no_click_whose_query_came_meanwhile(
@@ -374,12 +383,7 @@ def test_a_batch_run_again_after_it_finished_drops_no_click_whose_query_came_mea
     ]
     joined = rows(store, "joined/")
     assert len(joined) == len({r["click_id"] for r in joined}) == first.joined + again.joined
-    for _ in range(100):  # the rest: retries, until every click is settled
-        clock.now_us += 10 * S
-        a.reader.publish_progress()
-        a.joiner.process_retries()
-        if a.retries.pending() == 0:
-            break
+    drain(a, clock)  # the rest: retries, until every click is settled
     check_exactly_once(store, manifest)
 
 
@@ -406,16 +410,9 @@ def test_a_query_reader_that_is_behind_never_turns_a_joinable_click_unjoinable(
     for n, lines in enumerate(query_batches[1:], start=1):
         clock.now_us += S // 10
         a.reader.process(f"q{n}", lines)
-    for _ in range(100):
-        clock.now_us += 10 * S
-        a.reader.publish_progress()
-        a.joiner.process_retries()
-        if a.retries.pending() == 0:
-            break
+    drain(a, clock)
     check_exactly_once(store, manifest)
-    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
-    assert set(unjoinable) == set(manifest.never_joinable)
-    assert set(unjoinable.values()) == {1}
+    check_unjoinable_once(store, manifest)
 
 
 def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
@@ -579,13 +576,6 @@ def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing
     clock.now_us += 7 * S  # and other retries are due now
     replay = restarted.joiner.process(crashed, last)  # Spark runs the batch again
     assert replay.replay == (boundary != "after_finish")
-    for _ in range(100):
-        clock.now_us += 10 * S
-        restarted.reader.publish_progress()
-        restarted.joiner.process_retries()
-        if restarted.retries.pending() == 0:
-            break
+    drain(restarted, clock)
     check_exactly_once(store, manifest)
-    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
-    assert set(unjoinable) == set(manifest.never_joinable)
-    assert set(unjoinable.values()) == {1}
+    check_unjoinable_once(store, manifest)

@@ -21,20 +21,7 @@ pytestmark = pytest.mark.integration
 
 def test_ids_of_a_batch_still_open_are_left_to_its_replay(ops_photon: OpsPhoton) -> None:
     ops_photon.generate()
-    app = ops_photon.joiner("a")
-    assert app.joiner is not None
-    writer = app.joiner.output
-    write_joined = writer.joined
-
-    def crash(*_: object, **__: object) -> None:
-        raise SystemExit("killed between the registry commit and the output write")
-
-    def crash_at(n: int) -> None:
-        writer.joined = crash if n == 1 else write_joined  # type: ignore[method-assign]
-
-    with pytest.raises(SystemExit):  # batch 1 stays open: Spark would replay it
-        ops_photon.run("a", before_batch=crash_at)
-    writer.joined = write_joined  # type: ignore[method-assign]
+    ops_photon.crash_between_commit_and_write("a", 1)  # batch 1 stays open: Spark replays it
     window = RecoverParams.parse({"lookback_s": 3600, "settle_s": 0}).window()
     registered = ops_photon.registry.registered(window.start_us, window.end_us)
 
@@ -52,20 +39,7 @@ def _lose_batch_two(ops_photon: OpsPhoton) -> None:
     """DC a's joiner dies between batch 2's registry commit and its write; the pipeline
     then goes on from a new batch, so batch 2 is never replayed: its ids are lost."""
     ops_photon.generate()
-    app = ops_photon.joiner("a")
-    assert app.joiner is not None
-    writer = app.joiner.output
-    write_joined = writer.joined
-
-    def crash(*_: object, **__: object) -> None:
-        raise SystemExit("killed between the registry commit and the output write")
-
-    def crash_at(n: int) -> None:
-        writer.joined = crash if n == 2 else write_joined  # type: ignore[method-assign]
-
-    with pytest.raises(SystemExit):
-        ops_photon.run("a", before_batch=crash_at)
-    writer.joined = write_joined  # type: ignore[method-assign]
+    ops_photon.crash_between_commit_and_write("a", 2)
     ops_photon.run("a")
 
 
