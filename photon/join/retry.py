@@ -104,7 +104,7 @@ class RetryStore:
         """Schedule each click again; returns (deferred, expired).
 
         Expired clicks, past both the attempt and the age limits and allowed by
-        ``may_expire`` (the query reader has read past their query), are left as
+        ``may_expire`` (the DC's query reader has read far enough past them), are left as
         they are: the caller writes them out as unjoinable and only then
         removes them (:meth:`remove`), so a crash in between loses none. A click
         past the limits that may not expire yet is deferred like any other.
