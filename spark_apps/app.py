@@ -11,6 +11,7 @@ import structlog
 from prometheus_client import start_http_server
 
 from photon.join.runtime import AppParts
+from photon.localfiles import write_whole
 from photon.settings import PhotonSettings
 from spark_apps import streaming
 from spark_apps.session import photon_session
@@ -38,11 +39,8 @@ def serve_metrics(settings: PhotonSettings, dc: str, app: str) -> int | None:
 
 def write_summary(state_dir: Path, data: Mapping[str, Any]) -> Path:
     """The app's closing summary, read by ``photon run`` (written whole, then renamed)."""
-    path = state_dir / SUMMARY_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    tmp.replace(path)
-    return path
+    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    return write_whole(state_dir / SUMMARY_FILE, text.encode())
 
 
 def run_app(

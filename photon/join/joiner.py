@@ -391,7 +391,7 @@ class Joiner:
             (c.line for c in not_found), now, may_expire=read_past.__contains__
         )
         report.behind_reader = sum(
-            1 for c in deferred if c.click_id not in read_past and self._past_retry_limits(c, now)
+            1 for c in deferred if c.click_id not in read_past and self.retries.past_limits(c, now)
         )
         report.deferred = len(deferred)
         report.unjoinable = len(expired)
@@ -420,13 +420,6 @@ class Joiner:
         return {
             c.line.click_id for c in clicks if c.event.click_id.ts_us + margin_us <= progress_us
         }
-
-    def _past_retry_limits(self, click: PendingClick, now: int) -> bool:
-        policy = self.retries.policy
-        return (
-            click.attempts >= policy.max_attempts
-            and now - click.first_seen_us >= policy.max_age_s * 1_000_000
-        )
 
     def _decode(
         self, lines: Sequence[LogLine], report: BatchReport

@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from photon.localfiles import write_whole
+
 PROGRESS_FILE = "progress.json"
 STATE_FILE = "progress-state.json"
 #: "Nothing provably read": below every event time.
@@ -87,6 +89,7 @@ class ReaderProgress:
         self.idle_us = idle_us
         self.files: dict[str, FileView] = {}
         self.progress_us = NOTHING_READ
+        self._saved: dict[str, object] | None = None  # what the state file holds
         self._load()
 
     def observe(self, lines: Iterable[ReadLine]) -> None:
@@ -135,12 +138,16 @@ class ReaderProgress:
         return True
 
     def save(self, batch: str) -> None:
-        """Persist the views, then publish the progress (each file whole)."""
+        """Persist the views, then publish the progress (each file whole); nothing when
+        nothing changed since the last save (the reader looks every trigger interval)."""
         state = {
             "progress_us": self.progress_us,
             "files": {name: asdict(view) for name, view in self.files.items()},
         }
+        if state == self._saved:
+            return
         _write_json(self.state_dir / STATE_FILE, state)
+        self._saved = state
         _write_json(
             self.state_dir / PROGRESS_FILE, {"progress_us": self.progress_us, "batch": batch}
         )
@@ -152,6 +159,7 @@ class ReaderProgress:
         data = json.loads(path.read_text())
         self.progress_us = int(data["progress_us"])
         self.files = {name: FileView(**view) for name, view in data["files"].items()}
+        self._saved = data
 
 
 def file_stats(directory: Path) -> dict[str, FileStat]:
@@ -181,7 +189,4 @@ def read_progress(reader_state_dir: Path) -> int:
 
 
 def _write_json(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    tmp.replace(path)
+    write_whole(path, json.dumps(data, sort_keys=True).encode())

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from photon.events.records import QuarantineRecord, QueryEvent, Stream, decode_l
 from photon.join.cache import CacheEventStore
 from photon.join.logmap import LogFileMapBuilder, QueryLine, delta_prefix, encode_run
 from photon.join.output import OutputWriter
-from photon.join.progress import ReaderProgress, ReadLine, file_stats
+from photon.join.progress import FileStat, ReaderProgress, ReadLine, file_stats
 from photon.logs.reader import LogLine
 from photon.storage import ObjectStore
 
@@ -104,8 +104,12 @@ class QueryReader:
         """
         if self.progress is None or self.queries_dir is None:
             return None
+        return self._publish(batch, file_stats(self.queries_dir))
+
+    def _publish(self, batch: str, files: Mapping[str, FileStat]) -> int:
+        assert self.progress is not None
         with self._lock:
-            progress_us = self.progress.advance(file_stats(self.queries_dir), self.clock())
+            progress_us = self.progress.advance(files, self.clock())
             self.progress.save(batch)
         metrics.READER_PROGRESS.labels(self.dc).set(progress_us / 1_000_000)
         return progress_us
@@ -115,9 +119,10 @@ class QueryReader:
         and idle, so the progress it published is final. Without a tracker: always."""
         if self.progress is None or self.queries_dir is None:
             return True
-        self.publish_progress()
+        files = file_stats(self.queries_dir)
+        self._publish("idle", files)
         with self._lock:
-            return self.progress.settled(file_stats(self.queries_dir), self.clock())
+            return self.progress.settled(files, self.clock())
 
     def process(
         self,

@@ -111,7 +111,6 @@ class RetryStore:
         """
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
-        max_age_us = int(self.policy.max_age_s * _US)
         with self._transaction():
             for click in clicks:
                 row = self._db.execute(
@@ -123,11 +122,7 @@ class RetryStore:
                 current = PendingClick(
                     click.click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                if (
-                    attempts >= self.policy.max_attempts
-                    and now_us - first_seen >= max_age_us
-                    and may_expire(click.click_id)
-                ):
+                if self.past_limits(current, now_us) and may_expire(click.click_id):
                     expired.append(current)
                     continue
                 self._db.execute(
@@ -145,6 +140,12 @@ class RetryStore:
                 )
                 deferred.append(current)
         return deferred, expired
+
+    def past_limits(self, click: PendingClick, now_us: int) -> bool:
+        """Past both ``max_attempts`` and ``max_age_s`` since it was first seen."""
+        return click.attempts >= self.policy.max_attempts and now_us - click.first_seen_us >= int(
+            self.policy.max_age_s * _US
+        )
 
     def hold(self, clicks: Iterable[PendingClick], now_us: int, until_us: int) -> int:
         """Keep clicks until ``until_us`` without counting an attempt (DC affinity).

@@ -31,6 +31,7 @@ from photon.join.output import OutputWriter
 from photon.join.progress import ReaderProgress, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
+from photon.localfiles import write_whole
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
@@ -62,11 +63,8 @@ def attempt_name(state_dir: Path, dc: str) -> str:
         name = path.read_text().strip()
         if name:
             return name
-    state_dir.mkdir(parents=True, exist_ok=True)
     name = f"{dc}-{secrets.token_hex(4)}"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(name + "\n")
-    tmp.replace(path)  # atomic: a crash leaves the old name or the new one
+    write_whole(path, f"{name}\n".encode())  # a crash leaves no name or the whole new one
     return name
 
 

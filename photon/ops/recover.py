@@ -38,7 +38,6 @@ left registered.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -52,6 +51,7 @@ from photon.events.records import Stream, decode_click
 from photon.join.output import rows_under
 from photon.join.retry import PendingClick, RetryStore
 from photon.join.runtime import current_attempt, retry_store_path
+from photon.localfiles import write_whole
 from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
 from photon.ops.verify import in_window
@@ -259,15 +259,8 @@ def finish_journals(settings: PhotonSettings, store: ObjectStore, registry: IdRe
 
 
 def _write_whole(path: Path, lines: Iterable[bytes]) -> Path:
-    """``lines`` as a file at ``path`` that appears whole (written, synced, then renamed)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as out:
-        for line in lines:
-            out.write(line + b"\n")
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
-    return path
+    """``lines`` as a file at ``path`` that appears whole, on disk before it is named."""
+    return write_whole(path, b"".join(line + b"\n" for line in lines), sync=True)
 
 
 def _action(item: LostId, target: str, what: str) -> dict[str, str]:
