@@ -13,7 +13,7 @@ demo: install                       ## the main job on embedded defaults
 	$(BIN)/photon demo
 
 test: install lint                  ## the whole suite: lint, unit, integration, e2e
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 unit integration e2e: install       ## one tier of the suite
 	$(BIN)/python -m pytest -m $@

@@ -60,6 +60,41 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+#: `make test` runs the suite in two pytest-xdist workers (``-n 2``). The end-to-end tests
+#: that run whole Spark pipelines take about half of the suite's time and both cores
+#: each: they form one group, run one after another in one worker, while the other
+#: worker takes everything else. A module whose fixtures are module-scoped (a server
+#: started once for the module) is a group of its own, so that its server starts once.
+#: Keys are node-id prefixes; a test in no group is a unit of its own.
+XDIST_GROUPS = {
+    "tests/e2e/test_chaos.py": "spark-pipelines",
+    "tests/e2e/test_cluster.py": "spark-pipelines",
+    "tests/e2e/test_photon_command.py::test_demo": "spark-pipelines",
+    "tests/e2e/test_pipelines.py": "spark-pipelines",
+    "tests/e2e/test_airflow_ui.py": "airflow-ui",
+    "tests/integration/spark_apps/test_streaming_source.py": "streaming-source",
+    "tests/integration/photon/security/test_s3_access.py": "s3-access",
+    "tests/integration/infra/test_compose.py": "compose",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling, with the scopes above (its own ``xdist_group``
+    marker does not reach the scheduler under this pytest)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in XDIST_GROUPS.items():
+                if nodeid.startswith(prefix):
+                    return group
+            return nodeid
+
+    # In collection order (e2e first: the long group starts at once), not by size.
+    config.option.loadscopereorder = False
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     problems = []
     for item in items:

@@ -18,10 +18,11 @@ and pipeline state of its own:
 3. a sampler, every ``sample_s``, lists the joined output (checking the union
    of every DC's output for a ``click_id`` seen twice) and reads each
    joiner's backlog (:mod:`photon.chaos.backlog`);
-4. when the stream has ended and the output stops growing, the pipelines are
-   stopped, verification (:mod:`photon.ops.verify`) and recovery
-   (:mod:`photon.ops.recover`) run, the pipelines run again until idle (the
-   re-injected clicks), and the output is compared with the generator's
+4. when the stream has ended, the output stops growing and every joiner has
+   caught up with its click logs, verification (:mod:`photon.ops.verify`) and
+   recovery (:mod:`photon.ops.recover`) run while the pipelines go on; they
+   join the re-injected clicks (recovery logs in the DC's click logs, their
+   input), then stop, and the output is compared with the generator's
    manifest;
 5. the report (:class:`ChaosReport`) gets each fault's recovery time, the
    returning DC's catch-up (:mod:`photon.chaos.analysis`), the acceptance
@@ -383,9 +384,8 @@ def _run(
         _inject(settings, stack, supervisor, config, report, sampler)
         writer.join()
         step("stream written; waiting for the output to settle")
-        _wait_idle(sampler, config.idle_s)
-        sampler.stop()
-        supervisor.stop()
+        _wait_idle(sampler, config.idle_s, caught_up=lambda: _caught_up(settings))
+        sampler.stop()  # the pipelines run on: recovery's clicks are their input
         report.duplicates_seen = sampler.duplicates_seen
         report.samples = len(sampler.samples)
         report.timeline = sampler.samples
@@ -414,7 +414,14 @@ def _run(
             recovered = recover(settings, store, registry, window, dry_run=False)
             report.recovered = recovered.reinjected
             if recovered.reinjected:
-                _drain(settings)
+                # The running pipelines read the recovery logs as input, as in production.
+                step("the pipelines join the recovered clicks")
+                drain = _Sampler(settings, store, config.sample_s, time.monotonic(), 0)
+                drain.start()
+                _wait_idle(drain, min(config.idle_s, 10.0), caught_up=lambda: _caught_up(settings))
+                drain.stop()
+                report.duplicates_seen = max(report.duplicates_seen, drain.duplicates_seen)
+            supervisor.stop()
             after = verify(
                 settings, store, registry, window, run="chaos-after",
                 latency_bound_s=24 * 3600, clear_tokens=True,
@@ -608,7 +615,15 @@ def _append_epoch(
     )
 
 
-def _wait_idle(sampler: _Sampler, idle_s: float, timeout_s: float = 1800.0) -> None:
+def _wait_idle(
+    sampler: _Sampler,
+    idle_s: float,
+    timeout_s: float = 1800.0,
+    caught_up: Callable[[], bool] = lambda: True,
+) -> None:
+    """Until the output stopped growing ``idle_s`` ago and every joiner has caught up
+    with its click logs: a joiner a fault restarted late (a slow machine) reads its
+    backlog before the run ends, however long it took to start."""
     deadline = time.monotonic() + timeout_s
     last, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:
@@ -616,15 +631,12 @@ def _wait_idle(sampler: _Sampler, idle_s: float, timeout_s: float = 1800.0) -> N
         total = sum(sampler.by_dc.values())
         if total != last:
             last, quiet_since = total, time.monotonic()
-        elif time.monotonic() - quiet_since >= idle_s:
+        elif time.monotonic() - quiet_since >= idle_s and caught_up():
             return
 
 
-def _drain(settings: PhotonSettings) -> None:
-    """The pipelines again, until idle: they join the re-injected clicks."""
-    from photon.pipeline import run_pipelines
-
-    run_pipelines(settings, settings.dcs, until_idle_s=15.0)
+def _caught_up(settings: PhotonSettings) -> bool:
+    return all(joiner_backlog(settings, dc).bytes == 0 for dc in settings.dcs)
 
 
 def _recovery_times(

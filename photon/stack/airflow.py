@@ -216,11 +216,11 @@ class AirflowStack:
         state = self._load()
         stopped: list[str] = []
         if state is not None:
-            # Airflow first, then its database.
-            for name in [*AIRFLOW_SERVICES, "postgres"]:
-                record = state.services.get(name)
-                if record is not None and process.stop(record.identity, timeout_s=30):
-                    stopped.append(name)
+            # Airflow's services together, then its database.
+            for names in (AIRFLOW_SERVICES, ("postgres",)):
+                records = {n: state.services[n] for n in names if n in state.services}
+                gone = process.stop_all([r.identity for r in records.values()], timeout_s=30)
+                stopped += [name for name, was in zip(records, gone, strict=True) if was]
             self.state_path.unlink()
         if purge and self.root.exists():
             shutil.rmtree(self.root)

@@ -169,9 +169,11 @@ class LocalStack:
             state = self._load_state()
             report = DownReport(stopped=[], already_gone=[], still_listening={})
             if state is not None:
-                # Stop everything first; report afterwards, so nothing can leave a server running.
-                for name, record in state.services.items():
-                    stopped = process.stop(record.identity)
+                # Stop everything (together) first; report afterwards, so nothing can leave a
+                # server running.
+                services = state.services
+                gone = process.stop_all([r.identity for r in services.values()])
+                for name, stopped in zip(services, gone, strict=True):
                     (report.stopped if stopped else report.already_gone).append(name)
                 self.state_path.unlink()
                 for record in state.services.values():

@@ -97,18 +97,23 @@ def is_running(identity: ProcessIdentity) -> bool:
 
 def stop(identity: ProcessIdentity, *, timeout_s: float = 10.0) -> bool:
     """Stop our process: SIGTERM, then SIGKILL after ``timeout_s``. False if it was gone."""
-    proc = find(identity)
-    if proc is None:
-        return False
-    try:
-        proc.terminate()
-        _, alive = psutil.wait_procs([proc], timeout=timeout_s)
-        for straggler in alive:
+    return stop_all([identity], timeout_s=timeout_s)[0]
+
+
+def stop_all(identities: Sequence[ProcessIdentity], *, timeout_s: float = 10.0) -> list[bool]:
+    """Stop our processes together (SIGTERM to all, one wait, then SIGKILL to the
+    stragglers): each one's slow shutdown overlaps the others'. False for those gone."""
+    found = [find(identity) for identity in identities]
+    running = [proc for proc in found if proc is not None]
+    for proc in running:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(running, timeout=timeout_s)
+    for straggler in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
             straggler.kill()
-        psutil.wait_procs(alive, timeout=timeout_s)
-    except psutil.NoSuchProcess:
-        pass
-    return True
+    psutil.wait_procs(alive, timeout=timeout_s)
+    return [proc is not None for proc in found]
 
 
 def kill(identity: ProcessIdentity) -> bool:

@@ -14,7 +14,7 @@ from tests.e2e.test_photon_command import run
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
     reports = tmp_path / "report"
@@ -23,7 +23,7 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
         result = run(
             env, "chaos", "--queries", "20000", "--rate", "400", "--outage-s", "10",
             "--restart-after-s", "8", "--report-dir", str(reports), "--json",
-            check=False, timeout_s=540,
+            check=False, timeout_s=840,
         )  # fmt: skip
     finally:
         run(env, "down", "--purge", check=False)
