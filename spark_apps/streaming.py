@@ -136,6 +136,7 @@ def run(
         .trigger(processingTime=f"{options.trigger_s} seconds")
         .start()
     )
+    log.info("stream.started", query=query_name)  # the chaos harness waits for this line
     try:
         while True:
             stop.wait(options.trigger_s)

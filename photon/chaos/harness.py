@@ -64,7 +64,7 @@ from photon.faults import CRASH_EXIT_CODE
 from photon.gen.model import GenConfig
 from photon.gen.simulator import load_manifest
 from photon.join.output import decode, rows_under
-from photon.join.runtime import JOINER, current_attempt
+from photon.join.runtime import JOINER, QUERY_READER, current_attempt
 from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import verify
@@ -470,6 +470,7 @@ def _inject(
     struck: list[tuple[float, list[FaultRecord], threading.Thread]] = []
     for name, share in sorted(SCHEDULE.items(), key=lambda item: item[1]):
         time.sleep(max(0.0, share * config.duration_s - since()))
+        _wait_streaming(supervisor, settings.dcs)
         log.warning("chaos.fault", fault=name, share=share)
         holder: list[FaultRecord] = []
 
@@ -488,6 +489,24 @@ def _inject(
         record = holder[0] if holder else FaultRecord("failed", "raised", struck=False)
         record.at_s = round(at_s, 1)
         report.faults.append(record)
+
+
+def _wait_streaming(supervisor: Supervisor, dcs: list[str], timeout_s: float = 300.0) -> None:
+    """Until every DC that is not held down runs both apps' streaming queries again.
+
+    A fault strikes a pipeline that runs, not one still starting Spark after the
+    last fault: on a slow machine the faults come later, and mean the same.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(
+            supervisor.held_down(dc) or supervisor.streaming(dc, app)
+            for dc in dcs
+            for app in (QUERY_READER, JOINER)
+        ):
+            return
+        time.sleep(0.5)
+    log.warning("chaos.not_streaming", timeout_s=timeout_s)
 
 
 def _killer(
@@ -549,8 +568,18 @@ def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -
         return FaultRecord("zookeeper_leader", "none found", struck=False)
     down_at = sampler.since_start()
     every = list(sampler.settings.dcs)
+
+    def joined_since_down() -> bool:
+        try:
+            joins = {dc: Counter(seconds) for dc, seconds in list(sampler.joins.items())}
+        except RuntimeError:  # the sampler thread added to it meanwhile: next time
+            return False
+        return analysis.joined_between(joins, down_at, sampler.since_start()) > 0
+
+    # Down for restart_after_s, and on until some click was joined meanwhile (on a slow
+    # machine a batch can take longer than that): what the check is about.
     record = _restart(stack, leader, config.restart_after_s, sampler.since_start, every,
-                      kind="zookeeper_leader")  # fmt: skip
+                      kind="zookeeper_leader", until=joined_since_down)  # fmt: skip
     # The stack is healthy again (one leader, every other node a follower): the node
     # rejoined the ensemble by itself, with no step but its process started again.
     mode_after = {s.name: s.detail for s in stack.status().services}.get(leader)
@@ -571,10 +600,17 @@ def _restart(
     affects: list[str],
     *,
     kind: str | None = None,
+    until: Callable[[], bool] = lambda: True,
+    longest_s: float = 180.0,
 ) -> FaultRecord:
+    """Kill ``service``; start it again after ``restart_after_s`` once ``until()`` holds
+    (or ``longest_s`` passed); wait until the stack is healthy."""
     record = stack.records()[service]
     process.kill(record.identity)
     time.sleep(restart_after_s)
+    deadline = time.monotonic() + longest_s - restart_after_s
+    while not until() and time.monotonic() < deadline:
+        time.sleep(0.5)
     restarted_at = since()
     stack.up()  # starts what is not running, waits until the stack is healthy
     return FaultRecord(

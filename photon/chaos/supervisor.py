@@ -47,6 +47,7 @@ class _App:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     exited_at: float | None = None  # when the watcher first saw it dead
+    log_offset: int = 0  # where its log stood when it last started
 
 
 @dataclass
@@ -162,6 +163,26 @@ class Supervisor:
         log.warning("chaos.crash_with_lost_state", dc=dc, app=app, code=code)
         return code
 
+    def streaming(self, dc: str, app: str) -> bool:
+        """Whether ``app`` of ``dc`` is up and its streaming query started since it last
+        started (Spark takes a while: a fault should strike a pipeline that runs)."""
+        with self._lock:
+            entry = self._apps[(dc, app)]
+            if dc in self._down or entry.process is None or entry.process.poll() is not None:
+                return False
+            offset = entry.log_offset
+        try:
+            with entry.log_path.open("rb") as log_file:
+                log_file.seek(offset)
+                return b"stream.started" in log_file.read()
+        except FileNotFoundError:
+            return False
+
+    def held_down(self, dc: str) -> bool:
+        """Whether the harness holds ``dc`` down (an outage, a crash on purpose)."""
+        with self._lock:
+            return dc in self._down
+
     def running(self, dc: str, app: str) -> bool:
         entry = self._apps[(dc, app)]
         return entry.process is not None and entry.process.poll() is None
@@ -200,6 +221,7 @@ class Supervisor:
         entry = self._apps[(dc, app)]
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         with entry.log_path.open("ab") as log_file:
+            entry.log_offset = log_file.tell()
             entry.process = subprocess.Popen(
                 app_argv(app, dc, until_idle_s=None, config=self.config),
                 stdout=log_file,
