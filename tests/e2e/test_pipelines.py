@@ -1,14 +1,18 @@
 """The DC pipelines as users run them: Spark apps started by `photon`, on the real stack.
 
 The generator's manifest is the ground truth; the checks read the output
-objects straight from the bucket.
+objects straight from the bucket. Joiners killed mid-stream and resumed from
+their checkpoints are the chaos test's (tests/e2e/test_chaos.py: four kills,
+no duplicate at any sample, nothing missing but what recovery restores).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from collections import Counter
@@ -38,38 +42,13 @@ def output_rows(local_stack: LocalStack, env: dict[str, str], prefix: str) -> li
     return rows
 
 
-def test_a_joiner_killed_mid_stream_resumes_from_its_checkpoint_without_loss_or_duplicate(
-    local_stack: LocalStack, env: dict[str, str]
-) -> None:
-    env = env | {"PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "8192", "PHOTON_DCS": "a"}
-    photon(env, "gen", "--queries", "2000", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
-    manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
-    photon(env, "read-queries", "--dc", "a", "--until-idle", "3")
-
-    joiner = subprocess.Popen(
-        [PHOTON, "--log-level", "warning", "join", "--dc", "a"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own group: kill -9 takes the JVM and workers too
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while len(output_rows(local_stack, env, "joined/")) < 150:
-            assert joiner.poll() is None, "the joiner stopped before it was killed"
-            assert time.monotonic() < deadline, "the joiner wrote too little in time"
-            time.sleep(0.5)
-    finally:
-        os.killpg(joiner.pid, signal.SIGKILL)
-        joiner.wait()
-    before = len(output_rows(local_stack, env, "joined/"))
-    assert before < len(manifest.expected_joins)  # killed mid-stream indeed
-
-    photon(env, "join", "--dc", "a", "--until-idle", "6")
-    joined = output_rows(local_stack, env, "joined/")
-    counts = Counter(r["click_id"] for r in joined)
-    assert [c for c, n in counts.items() if n > 1] == []
-    assert set(counts) == set(manifest.expected_joins)
+def _attempts(retry_store: Path, click_id: str) -> int:
+    """How often the joiner tried a click its retry store holds (0: not there yet)."""
+    if not retry_store.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(retry_store, timeout=10)) as db:
+        row = db.execute("SELECT attempts FROM retries WHERE click_id = ?", (click_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _service_pid(local_stack: LocalStack, name: str) -> int:
@@ -141,9 +120,15 @@ def test_a_click_whose_query_is_written_a_minute_later_is_joined_after_retries(
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    retries = Path(env["PHOTON_PIPELINE__STATE_ROOT"]) / "a" / "joiner" / "retry.sqlite"
     try:
-        time.sleep(65)  # the query ships a minute after its click
-        assert run.poll() is None, "the run stopped while a click waited for its query"
+        # The query ships a minute after its click, and after the joiner tried it 5 times
+        # (a slow machine's joiner may take most of that minute to start).
+        started = time.monotonic()
+        while time.monotonic() - started < 60 or _attempts(retries, click_id) < 5:
+            assert run.poll() is None, "the run stopped while a click waited for its query"
+            assert time.monotonic() - started < 400, "the joiner did not retry the click"
+            time.sleep(1)
         assert output_rows(local_stack, env, "joined/") == []
         query = json.dumps({"query_id": query_id, "query": "late shoes", "ad_ids": ["ad7"]})
         (logs / "queries" / "10.1.0.9.000000.log").write_text(query + "\n")
