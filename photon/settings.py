@@ -245,6 +245,13 @@ class PipelineSettings(_Section):
     #: the query reader's progress back (its writer stopped or rolled over).
     query_file_idle_s: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
+    #: The joiner splits each batch's clicks by registry shard into this many groups,
+    #: each joined by one Spark task (docs/join.md, "The join on executors"). 0: one
+    #: group per core the joiner app has (its Spark default parallelism).
+    join_groups: Annotated[int, Field(ge=0, le=4096)] = 0
+    #: Join the groups in Spark tasks on the executors (false: one after another in
+    #: the driver's thread, as a joiner without Spark does).
+    join_on_executors: bool = True
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.
     driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

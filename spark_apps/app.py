@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 from prometheus_client import start_http_server
+from pyspark.sql import SparkSession
 
 from photon.join.runtime import AppParts
 from photon.localfiles import write_whole
@@ -53,13 +54,19 @@ def run_app(
     totals: Callable[[], Mapping[str, Any]],
     idle: Callable[[], Any] | None = None,
     settled: Callable[[], bool] = lambda: True,
+    prepare: Callable[[SparkSession], Any] | None = None,
 ) -> dict[str, Any]:
-    """Serve metrics, stream the app's logs into ``handle``, then write its summary."""
+    """Serve metrics, stream the app's logs into ``handle``, then write its summary.
+
+    ``prepare`` gets the Spark session before the stream starts (the joiner's tasks).
+    """
     dc = parts.dc
     serve_metrics(settings, dc, app)
     log.info("app.start", app=app, dc=dc, attempt=parts.attempt, logs=str(parts.logs_dir))
     spark = photon_session(f"photon-{app}-{dc}", settings.pipeline)
     try:
+        if prepare is not None:
+            prepare(spark)
         summary = streaming.run(
             spark,
             streaming.StreamOptions.from_settings(settings, parts, until_idle_s),

@@ -1,7 +1,10 @@
 """The joiner app of one DC: ``python -m spark_apps.joiner --dc a`` (or ``photon join``).
 
 Streams the DC's click logs through :class:`photon.join.joiner.Joiner`, one
-micro-batch at a time, and runs retry passes between batches. The batch's
+micro-batch at a time, and runs retry passes between batches. The driver plans
+and settles each batch; its shard groups are joined by Spark tasks on the
+executors (:mod:`spark_apps.join_tasks`) unless ``pipeline.join_on_executors``
+is off. The batch's
 Spark id names it, so a replay after a crash is recognised (see
 ``docs/join.md``). State: ``<pipeline.state_root>/<dc>/joiner/``.
 """
@@ -9,6 +12,7 @@ Spark id names it, so a replay after a crash is recognised (see
 from __future__ import annotations
 
 import typer
+from pyspark.sql import SparkSession
 
 from photon.join.runtime import JOINER, build_joiner
 from spark_apps.app import run_app
@@ -20,6 +24,7 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
+from spark_apps.join_tasks import default_groups, spark_group_runner
 
 
 def main(
@@ -35,6 +40,12 @@ def main(
     try:
         assert app.joiner is not None and app.retries is not None
         joiner, retries = app.joiner, app.retries
+
+        def on_executors(spark: SparkSession) -> None:
+            joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
+            if settings.pipeline.join_on_executors:
+                joiner.run_groups = spark_group_runner(spark, settings, dc, app.attempt)
+
         run_app(
             settings,
             app,
@@ -44,10 +55,11 @@ def main(
             totals=lambda: {
                 "retries_pending": retries.pending(),
                 **joiner.totals.to_dict(),
-                **joiner.registry.counters.to_dict(),
+                **joiner.register_counters.to_dict(),
             },
             idle=joiner.process_retries,
             settled=lambda: retries.pending() == 0,
+            prepare=on_executors,
         )
     finally:
         app.close()

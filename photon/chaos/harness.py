@@ -543,7 +543,9 @@ def _crash_after_commit(
         f"joiner[{dc}]",
         ended_s=since(),
         affects=[dc],
-        struck=code == CRASH_EXIT_CODE,
+        # Exit 137 (the process crashed itself), or killed by SIGKILL: the crash struck
+        # in a Spark task, whose Python worker killed its driver (spark_apps.join_tasks).
+        struck=code in (CRASH_EXIT_CODE, -signal.SIGKILL),
         # Its ids hold tokens "<dc>/<attempt>/<batch>" of this attempt, dead from now.
         detail={"exit_code": code, "lost_tokens": f"{dc}/{attempt}/" if attempt else None},
     )

@@ -15,11 +15,14 @@ same checkpoint) and ``<batch>`` the micro-batch, so a replayed batch
 produces the same keys; objects are written only where none is (write-once,
 an S3 conditional put), so the first complete write of a batch stands.
 
-A replay need not decide as its first try did (a query arrived meanwhile):
-its joined and unjoinable rows that the batch's objects lack go to the
-batch's next part, ``<batch>.r<n>.parquet``, so none is dropped; rows the
-objects have are not written again. Every joined row holds the batch's
-token, which won its registration, so this adds no duplicate.
+A batch's clicks are split into shard groups (photon.join.group), each
+writing its own object, ``<batch>.g<group>.parquet`` (``<batch>.parquet``
+when the batch is one group). A replay need not decide as its first try did
+(a query arrived meanwhile): its joined and unjoinable rows that the batch's
+objects lack go to the next part of their object, ``<….r<n>.parquet``, so
+none is dropped; rows any of the batch's objects have are not written again.
+Every joined row holds the batch's token, which won its registration, so this
+adds no duplicate.
 
 How it fails: see :mod:`photon.storage` (bounded retries, then an error that
 fails the batch, which Spark runs again).
@@ -128,6 +131,21 @@ class OutputWriter:
     ) -> str | None:
         key = unjoinable_key(self.dc, self.attempt, batch, too_old=too_old)
         return self._put_clicks(key, rows, UNJOINABLE, "too_old" if too_old else "unjoinable")
+
+    def written_ids(self, batch: str, *, kind: str = "joined") -> set[str]:
+        """The click ids of every object a batch wrote of a kind (``joined``, ``too_old``,
+        ``unjoinable``): all its groups' parts, whatever their number."""
+        key = (
+            joined_key(self.dc, self.attempt, batch)
+            if kind == "joined"
+            else unjoinable_key(self.dc, self.attempt, batch, too_old=kind == "too_old")
+        )
+        written: set[str] = set()
+        for part_key in self.store.keys(key.removesuffix("parquet")):
+            data = self.store.get(part_key)
+            if data is not None:
+                written.update(r["click_id"] for r in decode(data))
+        return written
 
     def quarantine(
         self, batch: str, stream: str, records: Sequence[QuarantineRecord]

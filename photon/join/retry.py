@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS open_batches (
     batch TEXT PRIMARY KEY,
     now_us INTEGER,
-    reader_progress_us INTEGER
+    reader_progress_us INTEGER,
+    shard_groups INTEGER
 );
 """
 
@@ -58,6 +59,7 @@ class BatchStart:
     replay: bool
     now_us: int
     reader_progress_us: int
+    groups: int = 1  # the shard groups its clicks were split into (their output parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,8 @@ class RetryStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(open_batches)")}
-        for column in ("now_us", "reader_progress_us"):  # a store made before they existed
+        # a store made before they existed
+        for column in ("now_us", "reader_progress_us", "shard_groups"):
             if column not in columns:
                 self._db.execute(f"ALTER TABLE open_batches ADD COLUMN {column} INTEGER")
 
@@ -224,29 +227,38 @@ class RetryStore:
             row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
         return int(row[0])
 
-    def begin_batch(self, batch: str, now_us: int, reader_progress_us: int) -> BatchStart:
+    def begin_batch(
+        self, batch: str, now_us: int, reader_progress_us: int, groups: int = 1
+    ) -> BatchStart:
         """Record that ``batch`` starts at ``now_us`` with the query reader at
-        ``reader_progress_us``; a replay gets its first try's values back.
+        ``reader_progress_us``, its clicks split into ``groups`` shard groups; a replay
+        gets its first try's values back.
 
         A batch that started and never finished may have registered ids without
-        writing them: its replay must join again the ids that hold its token, and
-        decide what to defer and expire as the first try did.
+        writing them: its replay must join again the ids that hold its token, in the
+        same groups (each group writes its own output parts), and decide what to
+        defer and expire as the first try did.
         """
+        if groups < 1:
+            raise ValueError(f"groups must be at least 1, not {groups}")
         with self._transaction():
             row = self._db.execute(
-                "SELECT now_us, reader_progress_us FROM open_batches WHERE batch = ?", (batch,)
+                "SELECT now_us, reader_progress_us, shard_groups FROM open_batches WHERE batch = ?",
+                (batch,),
             ).fetchone()
             if row is None:
                 self._db.execute(
-                    "INSERT INTO open_batches VALUES (?, ?, ?)",
-                    (batch, now_us, reader_progress_us),
+                    "INSERT INTO open_batches (batch, now_us, reader_progress_us, shard_groups) "
+                    "VALUES (?, ?, ?, ?)",
+                    (batch, now_us, reader_progress_us, groups),
                 )
-                return BatchStart(False, now_us, reader_progress_us)
-        first_now, first_progress = row
+                return BatchStart(False, now_us, reader_progress_us, groups)
+        first_now, first_progress, first_groups = row
         return BatchStart(
             True,
             now_us if first_now is None else int(first_now),
             reader_progress_us if first_progress is None else int(first_progress),
+            1 if first_groups is None else int(first_groups),  # opened before groups existed
         )
 
     def finish_batch(self, batch: str) -> None:

@@ -24,6 +24,7 @@ from photon import metrics
 from photon.faults import FaultInjector
 from photon.join.adapter import load_adapter
 from photon.join.cache import CacheEventStore
+from photon.join.group import GroupJoiner
 from photon.join.joiner import Joiner
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
@@ -99,18 +100,59 @@ class QueryReaderApp(AppParts):
     reader: QueryReader | None = None
 
 
+def _group_joiner_options(settings: PhotonSettings, dc: str, attempt: str) -> dict[str, Any]:
+    """What the driver's Joiner and an executor's GroupJoiner are built with alike."""
+    window_us = int(settings.log_file_map.window_s * 1_000_000)
+    store = ObjectStore.from_settings(settings)
+    return {
+        "dc": dc,
+        "attempt": attempt,
+        "cache": CacheEventStore(settings.redis_url, dc, prefix=settings.redis.key_prefix),
+        "logs": LogsEventStore(
+            settings.dc_logs(dc) / "queries",
+            LogFileMap(store, dc),
+            window_us=window_us,
+            max_bytes=settings.log_file_map.max_bytes,
+        ),
+        "output": OutputWriter(store, dc, attempt),
+        "adapter": load_adapter(settings.pipeline.adapter),
+        "dcs": settings.dcs,
+        "affinity_grace_s": settings.pipeline.affinity_grace_s,
+        "affinity_max_age_s": settings.pipeline.affinity_max_age_s,
+        "skip_fresh_logs_s": settings.log_file_map.skip_fresh_s,
+        "reader_wait_s": settings.pipeline.reader_wait_s,
+        "faults": FaultInjector(settings.faults),
+    }
+
+
+def build_group_joiner(
+    settings: PhotonSettings, dc: str, attempt: str, faults: FaultInjector | None = None
+) -> tuple[GroupJoiner, list[Any]]:
+    """A joiner of shard groups (an executor's), and what to close when done."""
+    options = _group_joiner_options(settings, dc, attempt)
+    if faults is not None:
+        options["faults"] = faults
+        if faults.active:
+            options["output"].store.faults = faults
+    closers: list[Any] = [options["cache"]]
+    try:
+        registry = connect_registry(settings)
+    except BaseException:
+        options["cache"].close()
+        raise
+    closers.append(registry)
+    return GroupJoiner(registry=registry, **options), closers
+
+
 def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
     state_dir = settings.pipeline_dir(dc, JOINER)
     attempt = attempt_name(state_dir, dc)
     app = JoinerApp(dc, state_dir, attempt, settings.dc_logs(dc) / "clicks")
     try:
-        adapter = load_adapter(settings.pipeline.adapter)
-        store = ObjectStore.from_settings(settings)
-        cache = CacheEventStore(settings.redis_url, dc, prefix=settings.redis.key_prefix)
-        app.closers.append(cache)
+        options = _group_joiner_options(settings, dc, attempt)
+        app.closers.append(options["cache"])
         registry = connect_registry(settings)
         app.closers.append(registry)
-        metrics.REGISTRY_CLIENTS.track(dc, registry.counters)
         # Operators (the resharding rollout) see which config version this joiner uses.
         registry.announce(
             f"{JOINER}-{attempt}",
@@ -124,33 +166,17 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
         )
         retries = RetryStore(retry_store_path(settings, dc), settings.retry)
         app.closers.append(retries)
-        window_us = int(settings.log_file_map.window_s * 1_000_000)
-        logs = LogsEventStore(
-            settings.dc_logs(dc) / "queries",
-            LogFileMap(store, dc),
-            window_us=window_us,
-            max_bytes=settings.log_file_map.max_bytes,
-        )
         app.retries = retries
         app.joiner = Joiner(
-            dc=dc,
-            attempt=attempt,
             registry=registry,
-            cache=cache,
-            logs=logs,
             retries=retries,
-            output=OutputWriter(store, dc, attempt),
-            adapter=adapter,
             max_retries_per_batch=settings.pipeline.max_retries_per_batch,
-            dcs=settings.dcs,
-            affinity_grace_s=settings.pipeline.affinity_grace_s,
-            affinity_max_age_s=settings.pipeline.affinity_max_age_s,
-            skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
-            reader_wait_s=settings.pipeline.reader_wait_s,
             reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
-            query_window_us=window_us,
-            faults=FaultInjector(settings.faults),
+            query_window_us=int(settings.log_file_map.window_s * 1_000_000),
+            join_groups=max(1, settings.pipeline.join_groups),
+            **options,
         )
+        metrics.REGISTRY_CLIENTS.track(dc, app.joiner.register_counters)
     except BaseException:
         app.close()
         raise

@@ -61,6 +61,7 @@ class DcParts:
     reader: QueryReader
     joiner: Joiner
     retries: RetryStore
+    cache_prefix: str = ""
 
 
 @pytest.fixture
@@ -107,6 +108,7 @@ def make_dc(
         skip_fresh_logs_s: float = 0.0,
         reader_wait_s: float = 0.0,
         sleep: Callable[[float], None] = lambda _: None,
+        join_groups: int = 3,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -152,8 +154,9 @@ def make_dc(
             reader_wait_s=reader_wait_s,
             clock=clock,
             sleep=sleep,
+            join_groups=join_groups,  # the registry has 4 shards: groups of 2, 1 and 1
         )
-        return DcParts(dc, reader, joiner, retries)
+        return DcParts(dc, reader, joiner, retries, prefix)
 
     yield make
     for cache in caches:

@@ -81,8 +81,9 @@ def test_a_store_made_before_batches_kept_their_clock_still_opens(tmp_path: Path
     db.commit()
     db.close()
     store = RetryStore(path, POLICY)
-    start = store.begin_batch("000000000003", 7 * S, 6 * S)
+    start = store.begin_batch("000000000003", 7 * S, 6 * S, 4)
     assert (start.replay, start.now_us, start.reader_progress_us) == (True, 7 * S, 6 * S)
+    assert start.groups == 1  # opened before batches had groups: it was one
 
 
 def test_remove_and_contains(store: RetryStore) -> None:
@@ -104,6 +105,13 @@ def test_open_batches_survive_a_restart(tmp_path: Path) -> None:
     again.finish_batch("000000000007")
     assert again.unfinished_batches() == []
     assert again.next_sequence("pass") == 1 and again.next_sequence("pass") == 2
+
+
+def test_a_replay_splits_into_its_first_trys_groups(store: RetryStore) -> None:
+    assert store.begin_batch("000000000009", 5 * S, 3 * S, 3).groups == 3
+    assert store.begin_batch("000000000009", 6 * S, 4 * S, 8).groups == 3  # more cores now
+    with pytest.raises(ValueError, match="groups must be at least 1"):
+        store.begin_batch("000000000010", 5 * S, 3 * S, 0)
 
 
 def test_recovery_injects_clicks_due_at_a_time_and_never_delays_a_waiting_one(

@@ -1,0 +1,427 @@
+"""One shard group of a joiner batch: the part of the join that Spark tasks run.
+
+A batch's clicks are split by registry shard into groups (``shard % groups``);
+each group is joined on its own, in a Spark task on an executor or in the
+driver's thread (docs/join.md, "The join on executors"). For its clicks a group:
+
+1. holds, for a grace period, new clicks another DC prefers (DC affinity), and
+   looks the rest up in the IdRegistry, skipping those already joined (by any
+   DC);
+2. finds each click's query: the CacheEventStore, else the LogsEventStore;
+3. passes (click, query) to the adapter, which may skip the click;
+4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``;
+5. only then writes the clicks it registered (``COMMITTED``) as the group's
+   object, ``<batch>.g<group>`` (``<batch>`` when the batch is one group).
+
+It touches no retry store: what it held and what found no query go back to the
+driver in its :class:`GroupOutcome`, and the driver settles them. A group's
+work depends only on its clicks, the batch's ``now`` and replay flag (which the
+batch journal keeps), the registry and the stores: a replayed batch splits its
+clicks into the same groups, so each click goes to the same object's parts.
+
+How it fails: registry and object store errors propagate and fail the task,
+hence the batch, which Spark runs again; Redis errors never do (the cache is
+best-effort).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from photon import metrics
+from photon.events.records import ClickEvent, QueryEvent, decode_click, decode_query
+from photon.faults import NO_FAULTS, FaultInjector
+from photon.join.adapter import Adapter, schema_of
+from photon.join.cache import CacheEventStore
+from photon.join.logstore import LogsEventStore
+from photon.join.output import JOINED_BASE, OutputWriter
+from photon.join.retry import PendingClick
+from registry import IdRegistry, LookupResult, RegisterResult
+from registry.sharding import stable_hash
+
+#: The query reader counts as behind a batch when at least this many, and this
+#: share, of the queries its new clicks ask for are in neither store; the
+#: joiner then asks the cache again every step, up to ``reader_wait_s``.
+_READER_BEHIND_MIN = 50
+_READER_BEHIND_SHARE = 0.25
+_READER_WAIT_STEP_S = 0.25
+
+#: What a group counts, by outcome or step (summed into the batch's report).
+GROUP_COUNTS = (
+    "already_joined",
+    "too_old",
+    "from_cache",
+    "from_logs",
+    "cache_misses",
+    "logs_skipped",
+    "filtered",
+    "joined",
+    "wasted",
+)
+
+
+@dataclass(slots=True)
+class JoinClick:
+    event: ClickEvent
+    line: PendingClick
+    from_retry: bool
+    ours: bool = False  # registered with this batch's token by a crashed try of it
+
+
+@dataclass(slots=True)
+class GroupWork:
+    """One group of a batch, as the driver hands it to a task."""
+
+    batch: str  # the batch: its token
+    part: str  # the group's object name: the batch, or ``<batch>.g<group>``
+    now_us: int
+    replay: bool
+    clicks: list[JoinClick]
+
+
+@dataclass(slots=True)
+class GroupOutcome:
+    """What a group did, for the driver to settle and count."""
+
+    part: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUP_COUNTS, 0))
+    resolved: list[str] = field(default_factory=list)  # settled: leave the retry store
+    held: list[PendingClick] = field(default_factory=list)  # another DC's, for the grace
+    not_found: list[JoinClick] = field(default_factory=list)  # no query yet: defer or expire
+    too_old_rows: int = 0
+    objects: list[str] = field(default_factory=list)
+    latencies_us: list[int] = field(default_factory=list)
+    reader_wait_s: float = 0.0
+    lookup_s: float = 0.0
+    register_s: float = 0.0
+    registered: int = 0
+    register_calls: int = 0
+    register_transactions: int = 0
+    seconds: float = 0.0  # its own work, in the task
+    pid: int = field(default_factory=os.getpid)  # the process that joined it (an executor's)
+
+
+def part_name(batch: str, group: int, groups: int) -> str:
+    """The object name of a batch's group (the batch's own when it is one group)."""
+    return batch if groups == 1 else f"{batch}.g{group:03d}"
+
+
+class GroupJoiner:
+    """Joins shard groups of one DC's batches; holds no retry state of its own."""
+
+    def __init__(
+        self,
+        *,
+        dc: str,
+        attempt: str,
+        registry: IdRegistry,
+        cache: CacheEventStore,
+        logs: LogsEventStore,
+        output: OutputWriter,
+        adapter: Adapter,
+        dcs: Sequence[str] = (),
+        affinity_grace_s: float = 0.0,
+        affinity_max_age_s: float = 0.0,
+        skip_fresh_logs_s: float = 0.0,
+        reader_wait_s: float = 0.0,
+        logmap_refresh_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        faults: FaultInjector = NO_FAULTS,
+    ) -> None:
+        if "/" in attempt or not attempt:
+            raise ValueError(f"attempt {attempt!r} must be a non-empty name without '/'")
+        self.dc = dc
+        self.attempt = attempt
+        self.registry = registry
+        self.cache = cache
+        self.logs = logs
+        self.output = output
+        self.adapter = adapter
+        if affinity_grace_s < 0:
+            raise ValueError(f"affinity_grace_s must not be negative, not {affinity_grace_s}")
+        # Affinity needs every DC's name, this one's among them; else it is off.
+        self.dcs = tuple(dcs) if dc in dcs and len(dcs) > 1 else ()
+        self.affinity_grace_us = int(affinity_grace_s * 1_000_000) if self.dcs else 0
+        if affinity_max_age_s < 0:
+            raise ValueError(f"affinity_max_age_s must not be negative, not {affinity_max_age_s}")
+        self.affinity_max_age_us = int(affinity_max_age_s * 1_000_000)
+        if skip_fresh_logs_s < 0:
+            raise ValueError(f"skip_fresh_logs_s must not be negative, not {skip_fresh_logs_s}")
+        self.skip_fresh_logs_us = int(skip_fresh_logs_s * 1_000_000)
+        if reader_wait_s < 0:
+            raise ValueError(f"reader_wait_s must not be negative, not {reader_wait_s}")
+        self.reader_wait_s = reader_wait_s
+        self.sleep = sleep
+        self.faults = faults
+        self.logmap_refresh_s = logmap_refresh_s
+        adapter_schema = schema_of(adapter)
+        self._schema: pa.Schema | None = (
+            None if adapter_schema is None else pa.schema([*JOINED_BASE, *adapter_schema])
+        )
+        self._logmap_loaded_at = float("-inf")
+
+    def token(self, batch: str) -> str:
+        return f"{self.dc}/{self.attempt}/{batch}"
+
+    def group_of(self, click: JoinClick, groups: int) -> int:
+        """The group a click joins in: its registry shard's, so a task's registry
+        calls go to its own shards."""
+        return 0 if groups == 1 else self.registry.shard_of(click.event.click_id) % groups
+
+    def join(self, work: GroupWork) -> GroupOutcome:
+        """Join one group's clicks; what is left to settle comes back."""
+        started = time.perf_counter()
+        out = GroupOutcome(part=work.part)
+        now = work.now_us
+        if work.replay:  # a crashed try may hold clicks under this token: find them first
+            pending, too_old = self._skip_registered(work.batch, work.clicks, True, out)
+            pending = self._hold_for_preferred_dc(pending, now, out)
+        else:  # a held click is looked up when it comes back, not now
+            pending = self._hold_for_preferred_dc(work.clicks, now, out)
+            pending, too_old = self._skip_registered(work.batch, pending, False, out)
+        found = self._find_queries(pending, now, out)
+
+        to_register: list[tuple[JoinClick, dict[str, Any]]] = []
+        for click in pending:
+            query = found.get(str(click.event.query_id))
+            if query is None:
+                out.not_found.append(click)
+                continue
+            fields = self.adapter.adapt(click.event, query)
+            if fields is None:
+                out.counts["filtered"] += 1
+                out.resolved.append(click.line.click_id)
+                continue
+            to_register.append((click, dict(fields)))
+
+        token = self.token(work.batch)
+        rows: list[dict[str, Any]] = []
+        too_old_rows = [unjoinable_row(self.dc, c.line, "too_old", now) for c in too_old]
+        if to_register:
+            register_started = time.perf_counter()
+            self.faults.before_registry_call()
+            counters = self.registry.counters
+            calls, transactions = counters.calls, counters.transactions
+            results = self.registry.register(
+                (click.event.click_id, token) for click, _ in to_register
+            )
+            out.register_calls = counters.calls - calls
+            out.register_transactions = counters.transactions - transactions
+            if RegisterResult.COMMITTED in results.values():
+                self.faults.after_commit(work.batch)  # chaos: a crash loses the write, not ids
+            out.register_s = time.perf_counter() - register_started
+            out.registered = len(to_register)
+            for click, fields in to_register:
+                outcome = results[click.line.click_id]
+                out.resolved.append(click.line.click_id)
+                if outcome is RegisterResult.COMMITTED:
+                    rows.append(
+                        {
+                            **fields,
+                            "click_id": click.line.click_id,
+                            "query_id": str(click.event.query_id),
+                            "dc": self.dc,
+                            "joined_at_us": now,
+                            "token": token,
+                        }
+                    )
+                    out.latencies_us.append(max(0, now - click.event.click_id.ts_us))
+                elif outcome is RegisterResult.ALREADY_REGISTERED:
+                    out.counts["wasted"] += 1
+                else:
+                    out.counts["too_old"] += 1
+                    too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))
+        if work.replay:  # what the crashed try wrote stands, in whichever of its objects
+            rows = _unwritten(rows, self.output.written_ids(work.batch))
+            too_old_rows = _unwritten(
+                too_old_rows, self.output.written_ids(work.batch, kind="too_old")
+            )
+        if rows:
+            out.objects.append(self.output.joined(work.part, rows, self._schema) or "")
+        out.counts["joined"] = len(rows)
+        if too_old_rows:
+            key = self.output.unjoinable(work.part, too_old_rows, too_old=True)
+            out.objects.append(key or "")
+        out.seconds = time.perf_counter() - started
+        return out
+
+    def _skip_registered(
+        self, batch: str, clicks: list[JoinClick], replay: bool, out: GroupOutcome
+    ) -> tuple[list[JoinClick], list[JoinClick]]:
+        """(clicks to join, clicks too old): those not yet in the registry, and,
+        in a replay, those this batch's token holds."""
+        if not clicks:
+            return [], []
+        lookup_started = time.perf_counter()
+        self.faults.before_registry_call()
+        found = self.registry.lookup(c.event.click_id for c in clicks)
+        out.lookup_s = time.perf_counter() - lookup_started
+        token = self.token(batch)
+        pending: list[JoinClick] = []
+        too_old: list[JoinClick] = []
+        for click in clicks:
+            state = found[click.line.click_id]
+            if state is LookupResult.ABSENT:
+                pending.append(click)
+            elif state is LookupResult.TOO_OLD:
+                out.counts["too_old"] += 1
+                out.resolved.append(click.line.click_id)
+                too_old.append(click)
+            elif replay and self.registry.read_token(click.event.click_id) == token:
+                click.ours = True  # from the crashed try of this batch
+                pending.append(click)
+            else:
+                out.counts["already_joined"] += 1
+                out.resolved.append(click.line.click_id)
+        return pending, too_old
+
+    def preferred_dc(self, click_id: str) -> str:
+        """The DC that joins ``click_id`` when every DC is up (a stable hash of the id)."""
+        return self.dcs[stable_hash(click_id) % len(self.dcs)] if self.dcs else self.dc
+
+    def _hold_for_preferred_dc(
+        self, clicks: list[JoinClick], now: int, out: GroupOutcome
+    ) -> list[JoinClick]:
+        """Hold a click another DC prefers for the grace period; the rest go on.
+
+        Every DC reads every click. Were all to join each at once, all but one
+        would waste the work (the registry lets one win). So a click waits here
+        ``affinity_grace_s`` from its first sighting unless this DC is its
+        preferred one; by then the preferred DC has usually joined it and the
+        lookup skips it. If that DC is down, the click is joined after the
+        grace. A click this batch already holds in the registry (a replay) is
+        never held, nor one older than ``affinity_max_age_s`` by its id's time
+        (when set): its preferred DC has had its chance, so this DC is catching
+        up on a backlog, mostly joined already, and the lookup settles it now.
+        """
+        if not self.affinity_grace_us:
+            return clicks
+        go_on: list[JoinClick] = []
+        for click in clicks:
+            first_seen = click.line.first_seen_us if click.from_retry else now
+            if (
+                click.ours
+                or self.preferred_dc(click.line.click_id) == self.dc
+                or now - first_seen >= self.affinity_grace_us
+                or self._past_affinity(click, now)
+            ):
+                go_on.append(click)
+            else:
+                out.held.append(click.line)
+        return go_on
+
+    def _past_affinity(self, click: JoinClick, now: int) -> bool:
+        if not self.affinity_max_age_us:
+            return False
+        return now - click.event.click_id.ts_us >= self.affinity_max_age_us
+
+    def _find_queries(
+        self, clicks: list[JoinClick], now: int, out: GroupOutcome
+    ) -> dict[str, QueryEvent]:
+        wanted = {str(c.event.query_id): c.event.query_id for c in clicks}
+        if not wanted:
+            return {}
+        found: dict[str, QueryEvent] = {}
+        self._from_cache(wanted, found)
+        missing = [q for q in wanted if q not in found]
+        fresh = self._fresh_on_first_sight(clicks, now)
+        # A fresh query a healthy cache lacks was not read yet: the logs cannot
+        # have it either (the query reader caches every query before it maps it).
+        searched = missing if not self.cache.available else [q for q in missing if q not in fresh]
+        out.counts["logs_skipped"] = len(missing) - len(searched)
+        if out.counts["logs_skipped"]:
+            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped_fresh").inc(out.counts["logs_skipped"])
+        from_logs = 0
+        if searched:
+            if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
+                self.logs.logmap.refresh()
+                self._logmap_loaded_at = time.monotonic()
+            for query_id, raw in self.logs.find_many(wanted[q] for q in searched).items():
+                query = _decode_query(raw, query_id)
+                if query is not None:
+                    found[query_id] = query
+                    from_logs += 1
+        first_sight = {str(c.event.query_id) for c in clicks if not c.from_retry}
+        out.reader_wait_s = self._wait_for_reader(first_sight, found)
+        out.counts["from_logs"] = from_logs
+        out.counts["from_cache"] = len(found) - from_logs
+        out.counts["cache_misses"] = len(wanted) - out.counts["from_cache"]
+        return found
+
+    def _from_cache(self, query_ids: Iterable[str], found: dict[str, QueryEvent]) -> None:
+        for query_id, raw in self.cache.get_many(query_ids).items():
+            query = _decode_query(raw, query_id)
+            if query is not None:
+                found[query_id] = query
+
+    def _fresh_on_first_sight(self, clicks: list[JoinClick], now: int) -> set[str]:
+        """Queries younger than ``skip_fresh_logs_s`` asked for only on clicks' first sight.
+
+        If the cache lacks one, the query reader has not read it yet: the logs
+        need not be searched, and the click retries (its retry searches them).
+        """
+        if not self.skip_fresh_logs_us:
+            return set()
+        fresh: set[str] = set()
+        searched: set[str] = set()
+        for click in clicks:
+            query_id = click.event.query_id
+            if click.from_retry or now - query_id.ts_us >= self.skip_fresh_logs_us:
+                searched.add(str(query_id))
+            else:
+                fresh.add(str(query_id))
+        return fresh - searched
+
+    def _wait_for_reader(self, first_sight: set[str], found: dict[str, QueryEvent]) -> float:
+        """Wait (at most ``reader_wait_s``) while the query reader is behind this batch.
+
+        When a good share of the queries this batch's new clicks ask for is in
+        neither store — a backlog, both apps just started, a slow reader — the
+        reader has not got that far yet: waiting a little and asking the cache
+        again costs less than deferring those clicks to the retry store and
+        reading them all again later.
+        """
+        waited = 0.0
+        while waited < self.reader_wait_s and self.cache.available:
+            lacking = [q for q in first_sight if q not in found]
+            if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * len(first_sight)):
+                break
+            self.sleep(_READER_WAIT_STEP_S)
+            waited += _READER_WAIT_STEP_S
+            self._from_cache(lacking, found)
+        return waited
+
+
+def unjoinable_row(dc: str, click: PendingClick, reason: str, now: int) -> dict[str, Any]:
+    """A click's row in ``unjoinable/`` (or ``too_old/``), decided at ``now``."""
+    event = decode_click(click.raw)
+    return {
+        "click_id": click.click_id,
+        "query_id": str(event.query_id),
+        "dc": dc,
+        "reason": reason,
+        "attempts": click.attempts,
+        "first_seen_us": click.first_seen_us or now,
+        "decided_at_us": now,
+        "file": click.file,
+        "offset": click.offset,
+        "raw": click.raw.decode("utf-8"),
+    }
+
+
+def _unwritten(rows: list[dict[str, Any]], written: set[str]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["click_id"] not in written]
+
+
+def _decode_query(raw: bytes, query_id: str) -> QueryEvent | None:
+    try:
+        query = decode_query(raw)
+    except ValueError:
+        return None
+    return query if str(query.query_id) == query_id else None

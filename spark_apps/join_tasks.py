@@ -1,0 +1,99 @@
+"""The joiner's Spark tasks: each joins one shard group of a batch on an executor.
+
+The driver plans a batch (decodes it, adds the due retries, splits the clicks
+by registry shard) and settles it (retry store, unjoinable clicks); the groups
+in between run here, one Spark task each, in parallel on the app's executor
+cores (docs/join.md, "The join on executors"). An executor's Python worker
+builds its :class:`~photon.join.group.GroupJoiner` once — registry session,
+Redis, object store, log-file map — and keeps it for the tasks that follow
+(Spark reuses its Python workers).
+
+How it fails: an error in a task (the registry or the object store down past
+their retries) fails the task and so the batch's job; ``foreachBatch`` raises,
+the query stops and the app exits non-zero, and the batch is replayed on
+restart. An injected crash (the chaos suite's faults) in a task also takes the
+driver down when it runs on this host, as a crash of a one-process joiner would.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn
+
+from pyspark.sql import SparkSession
+
+from photon.faults import FaultInjector
+from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
+from photon.join.joiner import GroupRunner
+from photon.join.runtime import build_group_joiner
+from photon.settings import PhotonSettings
+
+#: This Python worker's group joiners, by (dc, attempt): built on a worker's first task.
+_JOINERS: dict[tuple[str, str], GroupJoiner] = {}
+_CLOSERS: list[Any] = []
+
+
+def _close_all() -> None:
+    for closer in reversed(_CLOSERS):
+        with contextlib.suppress(Exception):
+            closer.close()
+
+
+atexit.register(_close_all)
+
+
+def _group_joiner(
+    settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None
+) -> GroupJoiner:
+    key = (dc, attempt)
+    joiner = _JOINERS.get(key)
+    if joiner is None:
+
+        def crash(code: int) -> NoReturn:
+            if driver_pid is not None:  # the driver runs here: it dies with its task
+                with contextlib.suppress(OSError):
+                    os.kill(driver_pid, signal.SIGKILL)
+            os._exit(code)
+
+        faults = FaultInjector(settings.faults, exit=crash)
+        joiner, closers = build_group_joiner(settings, dc, attempt, faults)
+        _CLOSERS.extend(closers)
+        _JOINERS[key] = joiner
+    return joiner
+
+
+def _join_partition(settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None) -> Any:
+    def join(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
+        joiner = _group_joiner(settings, dc, attempt, driver_pid)
+        for work in works:
+            yield joiner.join(work)
+
+    return join
+
+
+def spark_group_runner(
+    spark: SparkSession, settings: PhotonSettings, dc: str, attempt: str
+) -> GroupRunner:
+    """Run a batch's groups as one Spark job, a task per group; outcomes in order."""
+    context = spark.sparkContext
+    local = (context.master or "").startswith("local")
+    join = _join_partition(settings, dc, attempt, os.getpid() if local else None)
+
+    def run(works: list[GroupWork]) -> list[GroupOutcome]:
+        if not works:
+            return []
+        outcomes: list[GroupOutcome] = (
+            context.parallelize(works, len(works)).mapPartitions(join).collect()
+        )
+        return outcomes
+
+    return run
+
+
+def default_groups(spark: SparkSession) -> int:
+    """One group per core the app's executors have."""
+    return max(1, int(spark.sparkContext.defaultParallelism))

@@ -1,0 +1,94 @@
+"""The joiner's Spark tasks: a batch's shard groups joined on executors, as `photon join` does."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from photon.settings import PhotonSettings, PipelineSettings
+from photon.storage import ObjectStore
+from registry import IdRegistry
+from spark_apps.join_tasks import default_groups, spark_group_runner
+from spark_apps.session import photon_session
+from tests.conftest import settings_from_env
+from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
+    M_BYTES,
+    W_US,
+    Clock,
+    MakeDc,
+    batches,
+    make_dc,
+    registry,
+    store,
+)
+from tests.integration.photon.join.test_join import (  # noqa: F401 (a fixture)
+    START_US,
+    check_exactly_once,
+    check_unjoinable_once,
+    drain,
+    logs,
+    read_every_query,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = photon_session("photon-test-join-tasks", PipelineSettings(spark_master="local[2]"))
+    yield session
+    session.stop()
+
+
+def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    # What the executors build their group joiners from: this test's registry root,
+    # bucket, cache keys and logs.
+    settings: PhotonSettings = settings_from_env(
+        stack_environment
+        | {
+            "PHOTON_DCS": "a",
+            "PHOTON_LOGS_ROOT": str(root),
+            "PHOTON_ZOOKEEPER__ROOT": registry.root,
+            "PHOTON_S3__BUCKET": store.bucket,
+            "PHOTON_REDIS__KEY_PREFIX": a.cache_prefix,
+            "PHOTON_LOG_FILE_MAP__WINDOW_S": str(W_US / 1_000_000),
+            "PHOTON_LOG_FILE_MAP__MAX_BYTES": str(M_BYTES),
+        }
+    )
+    assert default_groups(spark) == 2
+    a.joiner.join_groups = 4  # the registry's 4 shards: one task each
+    ran_in: set[int] = set()
+    on_executors = spark_group_runner(spark, settings, "a", a.joiner.attempt)
+
+    def run_groups(works: list) -> list:  # type: ignore[type-arg]
+        outcomes = on_executors(works)
+        ran_in.update(o.pid for o in outcomes)
+        assert [o.part for o in outcomes] == [w.part for w in works]
+        return outcomes
+
+    a.joiner.run_groups = run_groups
+    read_every_query(a, root)
+    reports = [a.joiner.process(f"{n:012d}", lines) for n, lines in
+               enumerate(batches(root / "a" / "clicks", 16 * 1024))]  # fmt: skip
+    drain(a, clock)
+
+    assert sum(r.joined for r in reports) > 0
+    assert ran_in and os.getpid() not in ran_in  # Spark's Python workers joined, not this one
+    keys = list(store.keys("joined/"))
+    assert any(".g003" in k for k in keys) and all(".g00" in k for k in keys), keys
+    check_exactly_once(store, manifest)  # type: ignore[arg-type]
+    check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
