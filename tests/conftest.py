@@ -73,6 +73,7 @@ XDIST_GROUPS = {
     "tests/e2e/test_pipelines.py": "spark-pipelines",
     "tests/e2e/test_airflow_ui.py": "airflow-ui",
     "tests/integration/spark_apps/test_streaming_source.py": "streaming-source",
+    "tests/integration/spark_apps/test_join_tasks.py": "join-tasks",
     "tests/integration/photon/security/test_s3_access.py": "s3-access",
     "tests/integration/infra/test_compose.py": "compose",
 }
