@@ -21,7 +21,7 @@ import atexit
 import contextlib
 import os
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
 from pyspark.sql import SparkSession
@@ -66,7 +66,9 @@ def _group_joiner(
     return joiner
 
 
-def _join_partition(settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None) -> Any:
+def _join_partition(
+    settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None
+) -> Callable[[Iterable[GroupWork]], Iterator[GroupOutcome]]:
     def join(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
         joiner = _group_joiner(settings, dc, attempt, driver_pid)
         for work in works:

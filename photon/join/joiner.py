@@ -23,9 +23,10 @@ the same batch id, the replay splits them into the same groups and decides
 with the same ``now``, and joins again the ids that hold this batch's token
 (re-registering them answers ``COMMITTED``). Objects are write-once by key, so
 a batch that crashed after its write keeps its first object, and rows it
-lacks go to the object's next part. What a replay cannot restore (e.g. its query vanished from both
-stores meanwhile) is registered but missing from the output, with a dead
-attempt's token: verification finds it and recovery re-injects it.
+lacks go to the object's next part. What a replay cannot restore (e.g. its
+query vanished from both stores meanwhile) is registered but missing from the
+output, with a dead attempt's token: verification finds it and recovery
+re-injects it.
 
 How it fails: registry, object store and retry store errors propagate and
 fail the batch, to be replayed; Redis errors never do (the cache is
