@@ -355,6 +355,7 @@ def _run(
     try:
         if not wait_until_streaming(settings, finished):
             raise RuntimeError("the pipelines did not start streaming within 300 s")
+        _wait_streaming(supervisor, settings.dcs)  # the stream, and its faults, start then
         lead_s = 5.0
         start_us = time.time_ns() // 1000 + int(lead_s * _US)
         cfg = GenConfig(
@@ -468,10 +469,13 @@ def _inject(
     for n, dc in enumerate((down, other, down, other), start=1):
         strikes[f"kill_joiner_{n}"] = _killer(supervisor, dc, since)
     struck: list[tuple[float, list[FaultRecord], threading.Thread]] = []
+    late_s = 0.0  # how long faults waited for pipelines to stream again: the rest shift
     for name, share in sorted(SCHEDULE.items(), key=lambda item: item[1]):
-        time.sleep(max(0.0, share * config.duration_s - since()))
+        time.sleep(max(0.0, share * config.duration_s + late_s - since()))
+        waited_from = since()
         _wait_streaming(supervisor, settings.dcs)
-        log.warning("chaos.fault", fault=name, share=share)
+        late_s += since() - waited_from
+        log.warning("chaos.fault", fault=name, share=share, late_s=round(late_s, 1))
         holder: list[FaultRecord] = []
 
         def run_fault(

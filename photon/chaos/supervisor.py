@@ -72,7 +72,8 @@ class Supervisor:
     ) -> None:
         self.settings = settings
         # JSON log lines: the harness reads the joiners' batch reports back.
-        self.env = {**os.environ, FORMAT_ENV: "json", **(env or {})}
+        # Unbuffered: a line is in the log when the app says it (the harness waits for some).
+        self.env = {**os.environ, FORMAT_ENV: "json", "PYTHONUNBUFFERED": "1", **(env or {})}
         self.config = config
         self.restart_delay_s = restart_delay_s
         self.stop_timeout_s = stop_timeout_s
