@@ -111,6 +111,7 @@ def dashboard_screen(env: dict[str, str], seconds: float) -> tuple[str, int]:
     return _ANSI.sub("", b"".join(chunks).decode("utf-8", errors="replace")), status
 
 
+@pytest.mark.timeout(900)
 def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -134,8 +135,9 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
     ports = {("query reader", "a"): base, ("joiner", "a"): base + 1}
     ports |= {("query reader", "b"): base + 2, ("joiner", "b"): base + 3}
     try:
-        # Both joiners joining: every endpoint answers and clicks are joined.
-        deadline = time.monotonic() + 240
+        # Both joiners joining: every endpoint answers and clicks are joined (four Spark
+        # apps starting on a loaded 2-core machine can take minutes).
+        deadline = time.monotonic() + 480
         scrapes: dict[tuple[str, str], Scrape | None] = {}
         while True:
             scrapes = {k: scrape(f"http://127.0.0.1:{p}/metrics") for k, p in ports.items()}
