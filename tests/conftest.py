@@ -100,10 +100,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 RUN_LAST = ("tests/e2e/test_chaos.py",)
 
 
+#: An end-to-end test runs whole Spark pipelines, Airflow or a browser; on a loaded
+#: 2-core machine (the other xdist worker busy) one can take several minutes.
+E2E_TIMEOUT_S = 900
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.nodeid.startswith(RUN_LAST))  # stable: the rest keep order
     problems = []
     for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
         kinds = {m.name for m in item.iter_markers() if m.name in KINDS}
         if len(kinds) != 1:
             problems.append(f"{item.nodeid}: {sorted(kinds) or 'no kind'}")
