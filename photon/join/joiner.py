@@ -35,6 +35,7 @@ best-effort).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -372,6 +373,9 @@ class Joiner(GroupJoiner):
             report.objects += outcome.objects
             report.latencies_us += outcome.latencies_us
             report.reader_wait_s = max(report.reader_wait_s, outcome.reader_wait_s)
+            if outcome.pid != os.getpid():  # its own counters stayed in a Spark worker
+                metrics.CACHE_LOOKUPS.labels(self.dc, "hit").inc(outcome.counts["from_cache"])
+                metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(outcome.counts["cache_misses"])
             if outcome.lookup_s:
                 metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "lookup").observe(outcome.lookup_s)
             if outcome.registered:
