@@ -141,6 +141,20 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _phase_env(workdir: Path, name: str) -> dict[str, str]:
+    """A phase's own logs, state, registry root, bucket and cache keys, on the bench's
+    defaults (each unless the environment sets it)."""
+    stamp = f"{name}-{uuid.uuid4().hex[:8]}"
+    defaults = {k: v for k, v in _BENCH_ENV.items() if k not in os.environ}
+    return defaults | {
+        "PHOTON_LOGS_ROOT": str(workdir / name / "logs"),
+        "PHOTON_PIPELINE__STATE_ROOT": str(workdir / name / "state"),
+        "PHOTON_ZOOKEEPER__ROOT": f"/photon-bench-{stamp}",
+        "PHOTON_S3__BUCKET": f"photon-bench-{stamp}",
+        "PHOTON_REDIS__KEY_PREFIX": f"photon-bench-{stamp}:q",
+    }
+
+
 def _phase(
     workdir: Path,
     name: str,
@@ -149,16 +163,7 @@ def _phase(
     live: bool,
     until_idle_s: float,
 ) -> PhaseFigures:
-    stamp = f"{name}-{uuid.uuid4().hex[:8]}"
-    defaults = {k: v for k, v in _BENCH_ENV.items() if k not in os.environ}
-    own = {
-        "PHOTON_LOGS_ROOT": str(workdir / name / "logs"),
-        "PHOTON_PIPELINE__STATE_ROOT": str(workdir / name / "state"),
-        "PHOTON_ZOOKEEPER__ROOT": f"/photon-bench-{stamp}",
-        "PHOTON_S3__BUCKET": f"photon-bench-{stamp}",
-        "PHOTON_REDIS__KEY_PREFIX": f"photon-bench-{stamp}:q",
-    }
-    with environment(defaults | own):
+    with environment(_phase_env(workdir, name)):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
         store = ObjectStore.from_settings(settings)
@@ -220,20 +225,13 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     The join's own rate: joined clicks per second spent in batches (Spark's start-up
     and the idle wait are not the join's). Same seed, same logs for every core count.
     """
-    stamp = f"{name}-{uuid.uuid4().hex[:8]}"
-    defaults = {k: v for k, v in _BENCH_ENV.items() if k not in os.environ}
-    own = {
+    alone = {
         "PHOTON_DCS": "a",
-        "PHOTON_LOGS_ROOT": str(workdir / name / "logs"),
-        "PHOTON_PIPELINE__STATE_ROOT": str(workdir / name / "state"),
         "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": str(1 << 20),  # many batches, not one
         "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
         FORMAT_ENV: "json",  # its batch reports are read back
-        "PHOTON_ZOOKEEPER__ROOT": f"/photon-bench-{stamp}",
-        "PHOTON_S3__BUCKET": f"photon-bench-{stamp}",
-        "PHOTON_REDIS__KEY_PREFIX": f"photon-bench-{stamp}:q",
     }
-    with environment(defaults | own):
+    with environment(_phase_env(workdir, name) | alone):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
         store = ObjectStore.from_settings(settings)
