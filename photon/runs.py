@@ -1,18 +1,21 @@
 """What whole-pipeline runs (the benchmark, the chaos harness) share.
 
 A private environment of ``PHOTON_*`` variables for a run, the live ad-server
-writer in a process of its own, waiting until every app streams, and the
-clean-up of what a run leaves in the stack.
+writer in a process of its own (on a :class:`StreamClock` the run may pause),
+waiting until every app streams, and the clean-up of what a run leaves in the
+stack.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
 import redis
@@ -40,12 +43,53 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def write_live(config_json: str, logs_root: str) -> None:
+class StreamClock:
+    """The live writer's clock: the wall clock less the time the run held the stream.
+
+    The chaos harness holds the stream while a fault waits for the pipelines
+    the last one stopped (Spark restarting on a slow machine), so that every
+    fault, however late, strikes with the stream still flowing behind it. Held,
+    the clock stands still and the writer writes nothing; resumed, it goes on
+    where it stood (the lines keep the times they were generated with, so they
+    arrive as late as the hold was long, as a stalled log shipper's would).
+    Shared with the writer's process (made in the ``spawn`` context).
+    """
+
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self._wall = wall
+        ctx = multiprocessing.get_context("spawn")
+        self._held_s: Synchronized[float] = ctx.Value("d", 0.0)  # held, all holds ended
+        self._held_at: Synchronized[float] = ctx.Value("d", 0.0)  # 0: not held now
+
+    def __call__(self) -> float:
+        now = self._wall()
+        held_at = self._held_at.value
+        return now - self._held_s.value - (now - held_at if held_at else 0.0)
+
+    def hold(self) -> None:
+        if not self._held_at.value:
+            self._held_at.value = self._wall()
+
+    def resume(self) -> None:
+        held_at = self._held_at.value
+        if held_at:
+            self._held_s.value += self._wall() - held_at
+            self._held_at.value = 0.0
+
+    @property
+    def held_s(self) -> float:
+        """How long the stream was held, all told."""
+        held_at = self._held_at.value
+        return self._held_s.value + (self._wall() - held_at if held_at else 0.0)
+
+
+def write_live(config_json: str, logs_root: str, clock: StreamClock | None = None) -> None:
     # Ad servers have machines of their own; here they share two cores with
     # every app, and lines written late would count as the join's latency.
     with contextlib.suppress(OSError):  # raising priority needs root (CI has it)
         os.nice(-10)
-    write(simulate(GenConfig.model_validate_json(config_json)), Path(logs_root), live=True)
+    sim = simulate(GenConfig.model_validate_json(config_json))
+    write(sim, Path(logs_root), live=True, clock=clock or time.time)
 
 
 def wait_until_streaming(

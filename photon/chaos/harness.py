@@ -11,10 +11,12 @@ and pipeline state of its own:
    pipeline down for ``outage_s``, then back (it catches up); kill -9 of the
    ZooKeeper leader (restarted after ``restart_after_s``, as a service
    manager would); Redis killed and restarted; the S3 endpoint frozen
-   (SIGSTOP) and resumed; a sharding epoch appended; a joiner crashed
-   between its registry commit and its output write
-   (``faults.crash_after_commit_p``) with its local state lost, so that
-   batch is never replayed;
+   (SIGSTOP) and resumed; a sharding epoch appended. Before those, from the
+   stream's start, the outage DC's joiner runs with
+   ``faults.crash_after_commit_p`` = 1: it crashes between its first registry
+   commit and that batch's output write, and its local state is lost, so
+   that batch is never replayed. Its crash comes first so that it has a
+   stream to commit from however slowly the pipelines restart later;
 3. a sampler, every ``sample_s``, lists the joined output (checking the union
    of every DC's output for a ``click_id`` seen twice) and reads each
    joiner's backlog (:mod:`photon.chaos.backlog`);
@@ -69,7 +71,7 @@ from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import verify
 from photon.registry_access import connect_registry
-from photon.runs import clean_up, environment, wait_until_streaming, write_live
+from photon.runs import StreamClock, clean_up, environment, wait_until_streaming, write_live
 from photon.settings import PhotonSettings, load_settings
 from photon.stack import process
 from photon.stack.manager import LocalStack
@@ -104,10 +106,15 @@ SCHEDULE = {
     "kill_joiner_3": 0.6,
     "s3_unavailable": 0.65,
     "reshard": 0.7,
-    "crash_after_commit": 0.75,
     "kill_joiner_4": 0.8,
 }
+#: The crash after commit is armed at the stream's start (not on the schedule):
+#: its joiner crashes on its first commit, and the faults on the schedule wait
+#: until it has started again.
 _OUTAGE_ENDS_BY = 0.5
+
+#: The armed joiner's fault setting: it crashes on its first batch that wins an id.
+_CRASH_AFTER_COMMIT = {"PHOTON_FAULTS__CRASH_AFTER_COMMIT_P": "1"}
 
 #: Every kind of fault a run must strike.
 FAULT_KINDS = (
@@ -192,6 +199,7 @@ class ChaosReport:
     charts: list[str] = field(default_factory=list)
     timeline: list[Sample] = field(default_factory=list)
     joined_per_second: dict[str, dict[int, int]] = field(default_factory=dict)
+    stream_held_s: float = 0.0  # while faults waited for pipelines to stream again
     seconds: float = 0.0
 
     def checks(self) -> dict[str, bool]:
@@ -351,11 +359,12 @@ def _run(
     started = time.monotonic()
     finished = threading.Event()
     step(f"pipelines of {', '.join(settings.dcs)} starting under the supervisor")
-    supervisor.start()
+    supervisor.start(faulty={(config.outage_dc, JOINER): _CRASH_AFTER_COMMIT})
     try:
         if not wait_until_streaming(settings, finished):
             raise RuntimeError("the pipelines did not start streaming within 300 s")
-        _wait_streaming(supervisor, settings.dcs)  # the stream, and its faults, start then
+        # The stream, and its faults, start then (the joiner armed to crash streams too).
+        _wait_streaming(supervisor, settings.dcs)
         lead_s = 5.0
         start_us = time.time_ns() // 1000 + int(lead_s * _US)
         cfg = GenConfig(
@@ -371,8 +380,11 @@ def _run(
             outage_duration_s=0.0,  # the outage here is the pipeline's, not the logs'
             rollover_bytes=16 << 20,
         )
+        clock = StreamClock()  # held while faults wait for the pipelines (_inject)
         writer = multiprocessing.get_context("spawn").Process(
-            target=write_live, args=(cfg.model_dump_json(), str(settings.logs_root)), daemon=True
+            target=write_live,
+            args=(cfg.model_dump_json(), str(settings.logs_root), clock),
+            daemon=True,
         )
         writer.start()
         stream_started = time.monotonic() + lead_s
@@ -382,8 +394,9 @@ def _run(
         )
         sampler.start()
         step(f"stream of {config.queries} queries over {config.duration_s:.0f} s; faults strike")
-        _inject(settings, stack, supervisor, config, report, sampler)
+        _inject(settings, stack, supervisor, config, report, sampler, clock)
         writer.join()
+        report.stream_held_s = round(clock.held_s, 1)
         step("stream written; waiting for the output to settle")
         _wait_idle(sampler, config.idle_s, caught_up=lambda: _caught_up(settings))
         sampler.stop()  # the pipelines run on: recovery's clicks are their input
@@ -451,8 +464,14 @@ def _inject(
     config: ChaosConfig,
     report: ChaosReport,
     sampler: _Sampler,
+    clock: StreamClock,
 ) -> None:
-    """Strike each fault when the stream reaches its share of the duration."""
+    """Strike each fault when the stream reaches its share of the duration.
+
+    A fault waits for the pipelines the last one stopped, and the stream is held
+    meanwhile (``clock``): its share is of the stream's progress, so that each
+    fault, however slowly Spark restarts, has the rest of the stream behind it.
+    """
     down, other = config.outage_dc, next(dc for dc in settings.dcs if dc != config.outage_dc)
     every = list(settings.dcs)
     since = sampler.since_start
@@ -462,18 +481,32 @@ def _inject(
         "redis_restart": lambda: _restart(stack, "redis", config.restart_after_s, since, every),
         "s3_unavailable": lambda: _freeze_s3(stack, config.s3_freeze_s, since, every),
         "reshard": lambda: _append_epoch(settings, since, every),
-        # On the outage DC: its last kill (60%) is over, and the other DC's (80%)
-        # cannot hit the crashing joiner before it crashes.
-        "crash_after_commit": lambda: _crash_after_commit(settings, supervisor, down, since),
     }
     for n, dc in enumerate((down, other, down, other), start=1):
         strikes[f"kill_joiner_{n}"] = _killer(supervisor, dc, since)
     struck: list[tuple[float, list[FaultRecord], threading.Thread]] = []
+    # The outage DC's joiner runs armed to crash after its first commit (from the
+    # stream's start, while it has clicks to win); the scheduled faults wait for it.
+    time.sleep(max(0.0, -since()))
+    crash: list[FaultRecord] = []
+    crash_timeout_s = config.duration_s + 120.0
+    crash_thread = threading.Thread(
+        target=lambda: crash.append(
+            _crash_after_commit(settings, supervisor, down, since, crash_timeout_s)
+        ),
+        name="fault crash_after_commit",
+        daemon=True,
+    )
+    struck.append((since(), crash, crash_thread))
+    crash_thread.start()
     late_s = 0.0  # how long faults waited for pipelines to stream again: the rest shift
     for name, share in sorted(SCHEDULE.items(), key=lambda item: item[1]):
         time.sleep(max(0.0, share * config.duration_s + late_s - since()))
         waited_from = since()
+        _wait_crashed(supervisor)  # on a stream that flows: the crash needs new clicks
+        clock.hold()
         _wait_streaming(supervisor, settings.dcs)
+        clock.resume()
         late_s += since() - waited_from
         log.warning("chaos.fault", fault=name, share=share, late_s=round(late_s, 1))
         holder: list[FaultRecord] = []
@@ -493,6 +526,13 @@ def _inject(
         record = holder[0] if holder else FaultRecord("failed", "raised", struck=False)
         record.at_s = round(at_s, 1)
         report.faults.append(record)
+
+
+def _wait_crashed(supervisor: Supervisor, timeout_s: float = 300.0) -> None:
+    """Until no joiner armed to crash is still on its faulty run."""
+    deadline = time.monotonic() + timeout_s
+    while supervisor.crashing() and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def _wait_streaming(supervisor: Supervisor, dcs: list[str], timeout_s: float = 300.0) -> None:
@@ -531,17 +571,20 @@ def _killer(
 
 
 def _crash_after_commit(
-    settings: PhotonSettings, supervisor: Supervisor, dc: str, since: Callable[[], float]
+    settings: PhotonSettings,
+    supervisor: Supervisor,
+    dc: str,
+    since: Callable[[], float],
+    timeout_s: float,
 ) -> FaultRecord:
     """The joiner dies between a registry commit and its output write, and its disk is lost.
 
+    It runs armed (:data:`_CRASH_AFTER_COMMIT`) from the supervisor's start.
     Its batch is then never replayed (the new attempt starts from a fresh
     checkpoint): the ids it registered are lost until recovery restores them.
     """
-    attempt = current_attempt(settings, dc)
-    code = supervisor.crash_with_lost_state(
-        dc, JOINER, {"PHOTON_FAULTS__CRASH_AFTER_COMMIT_P": "1"}, timeout_s=120
-    )
+    attempt = current_attempt(settings, dc)  # the armed run's: it streams already
+    code = supervisor.await_crash(dc, JOINER, timeout_s)
     return FaultRecord(
         "crash_after_commit",
         f"joiner[{dc}]",

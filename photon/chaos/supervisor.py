@@ -6,9 +6,10 @@ chaos harness: it starts each DC's query reader and joiner as child
 processes (the same command lines as ``photon run``), restarts an app that
 exits for any reason after ``restart_delay_s``, and lets the harness inject
 faults: ``kill(dc, app)`` (SIGKILL: the app is restarted), ``take_down(dc)``
-(SIGKILL both apps; nothing restarts them until ``bring_up(dc)``),
-``crash_with_lost_state`` (one run with a fault setting that crashes it, then
-its local state wiped, as a lost disk would, and a fresh start).
+(SIGKILL both apps; nothing restarts them until ``bring_up(dc)``), and a
+crash with a lost disk: ``start(faulty=…)`` runs an app first with a fault
+setting that crashes it, and ``await_crash`` waits for that crash, wipes the
+app's local state, as a lost disk would, and starts it afresh.
 
 How it fails: an app that keeps dying is restarted each time (the harness
 reports the restarts); ``stop()`` sends SIGTERM to every app, then SIGKILL
@@ -86,16 +87,21 @@ class Supervisor:
             for app in APPS
         }
         self._down: set[str] = set()
+        # Apps on their faulty first run: neither restarted nor killed until they crash.
+        self._faulty: dict[tuple[str, str], Mapping[str, str]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="supervisor", daemon=True)
 
     # -- the harness's controls -----------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, faulty: Mapping[tuple[str, str], Mapping[str, str]] | None = None) -> None:
+        """Start every app; each ``(dc, app)`` of ``faulty`` with that environment on top
+        (a fault setting that crashes it): see :meth:`await_crash`."""
         with self._lock:
+            self._faulty = dict(faulty or {})
             for key in self._apps:
-                self._start(*key)
+                self._start(*key, extra_env=self._faulty.get(key))
         self._watcher.start()
 
     def kill(self, dc: str, app: str) -> int | None:
@@ -105,7 +111,9 @@ class Supervisor:
         """
         with self._lock:
             entry = self._apps[(dc, app)]
-            if dc in self._down or entry.process is None or entry.process.poll() is not None:
+            if dc in self._down or (dc, app) in self._faulty:
+                return None
+            if entry.process is None or entry.process.poll() is not None:
                 return None
             pid = entry.process.pid
             entry.process.kill()
@@ -133,24 +141,17 @@ class Supervisor:
                     self._start(dc, app)
         log.warning("chaos.dc_up", dc=dc)
 
-    def crash_with_lost_state(
-        self, dc: str, app: str, env: Mapping[str, str], timeout_s: float
-    ) -> int | None:
-        """Restart ``app`` once with ``env`` (a fault that makes it crash), then wipe its state.
+    def await_crash(self, dc: str, app: str, timeout_s: float) -> int | None:
+        """Wait for the faulty run of ``app`` (see :meth:`start`) to exit, then wipe its state.
 
         The app's local state (checkpoint, retry store, attempt name) goes as a
         lost disk would take it; it is then started afresh, as a new attempt.
-        Returns the faulty run's exit status (None if it did not exit in time).
+        Returns the faulty run's exit status (None: it did not crash in time, and
+        was killed).
         """
         with self._lock:
-            self._down.add(dc)  # the watcher leaves this DC alone meanwhile
-            entry = self._apps[(dc, app)]
-            if entry.process is not None and entry.process.poll() is None:
-                entry.process.kill()
-                entry.process.wait()
-            self._start(dc, app, extra_env=env)
-            process = entry.process
-        assert process is not None
+            process = self._apps[(dc, app)].process
+        assert process is not None and (dc, app) in self._faulty, f"{app}[{dc}] is not faulty"
         try:
             code: int | None = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -159,10 +160,16 @@ class Supervisor:
             code = None
         with self._lock:
             shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
-            self._start(dc, app)
-            self._down.discard(dc)
+            del self._faulty[(dc, app)]
+            if dc not in self._down:
+                self._start(dc, app)
         log.warning("chaos.crash_with_lost_state", dc=dc, app=app, code=code)
         return code
+
+    def crashing(self) -> bool:
+        """Whether an app is still on its faulty run."""
+        with self._lock:
+            return bool(self._faulty)
 
     def streaming(self, dc: str, app: str) -> bool:
         """Whether ``app`` of ``dc`` is up and its streaming query started since it last
@@ -238,7 +245,7 @@ class Supervisor:
         while not self._stopping.wait(0.2):
             with self._lock:
                 for (dc, app), entry in self._apps.items():
-                    if entry.process is None or dc in self._down:
+                    if entry.process is None or dc in self._down or (dc, app) in self._faulty:
                         continue
                     code = entry.process.poll()
                     if code is None:

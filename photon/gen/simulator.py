@@ -308,6 +308,8 @@ def ensure_empty(logs_root: Path, dcs: list[str]) -> None:
 
 #: Live mode writes the lines due within this long at once (one sleep, not one a line).
 _LIVE_TICK_S = 0.01
+#: The longest live mode sleeps before it looks at its clock again.
+_LIVE_RECHECK_S = 0.5
 
 
 def write(
@@ -342,9 +344,11 @@ def write(
     try:
         for done, d in enumerate(sim.deliveries, start=1):
             if live and d.ship_us <= live_until_us:
-                wait_s = (d.ship_us - cfg.start_us) / _US - (clock() - wall_start)
-                if wait_s > _LIVE_TICK_S:  # lines due within a tick go out together
-                    sleep(wait_s)
+                due_s = (d.ship_us - cfg.start_us) / _US
+                # Lines due within a tick go out together; the clock may stand still
+                # a while (a held stream: runs.StreamClock), so look at it again.
+                while (wait_s := due_s - (clock() - wall_start)) > _LIVE_TICK_S:
+                    sleep(min(wait_s, _LIVE_RECHECK_S))
             key = (d.dc, d.stream, d.server)
             writer = writers.get(key)
             if writer is None:

@@ -123,7 +123,7 @@ class AirflowUi:
         button = dialog.get_by_role("button", name="Trigger")
         expect(button).to_be_enabled()
         button.click()
-        expect(dialog).to_be_hidden(timeout=15_000)
+        expect(dialog).to_be_hidden()
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         """The DAG's manual runs (the scheduled DAGs also run on their schedule)."""
@@ -156,12 +156,16 @@ class AirflowUi:
 
 @pytest.fixture
 def ui(airflow_env: dict[str, str]) -> Iterator[AirflowUi]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     base = f"http://127.0.0.1:{airflow_env['PHOTON_AIRFLOW__API_PORT']}"
+    # The API server shares two cores with the other tests' Spark apps: a page may
+    # take far longer than Playwright's 5 s default to render what it waits for.
+    expect.set_options(timeout=60_000)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
         try:
             page.goto(base + "/", wait_until="networkidle")
             page.fill("input[name=username]", "admin")
@@ -245,7 +249,7 @@ def test_the_form_or_the_task_refuses_a_bad_value_naming_the_field(ui: AirflowUi
     dialog = ui.open_trigger_form("photon_recover")
     dialog.locator("input[name=element_dc]").fill("Bad DC")
     dialog.get_by_role("button", name="Trigger").click()
-    expect(dialog.get_by_text("Invalid input for param dc")).to_be_visible(timeout=10_000)
+    expect(dialog.get_by_text("Invalid input for param dc")).to_be_visible()
     ui.page.screenshot(path=shots / "refused-form-bad-dc.png", full_page=True)
     assert ui.run_ids("photon_recover") == before["photon_recover"]  # no run was created
 

@@ -40,7 +40,7 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
         "joining_went_on_with_a_zookeeper_node_down",
         "zookeeper_node_rejoined",
     ):
-        assert checks[check], check
+        assert checks[check], (check, report["faults"], report["stream_held_s"])
     assert report["duplicates_seen"] == 0 and report["samples"] > 10
     assert report["missing_after_recovery"] == 0
     # the crash between registry commit and output write lost exactly what recovery restored

@@ -132,6 +132,28 @@ def test_live_mode_paces_by_the_clock_and_writes_the_same_files(tmp_path: Path) 
     assert span_s * 0.8 < sum(slept) < span_s + 10 * cfg.click_delay_median_s + 5
 
 
+def test_live_mode_writes_nothing_while_its_clock_stands_still(tmp_path: Path) -> None:
+    wall = [START_US / 1e6]
+    hold_from, hold_until = wall[0] + 1.0, wall[0] + 11.0  # the run holds the stream 10 s
+    written_at: list[float] = []
+
+    def clock() -> float:  # the wall clock less the hold (runs.StreamClock's arithmetic)
+        return wall[0] - max(0.0, min(wall[0], hold_until) - hold_from)
+
+    def sleep(seconds: float) -> None:
+        wall[0] += seconds
+
+    def progress(done: int, _total: int) -> None:
+        written_at.append(wall[0])
+
+    cfg = config(seed=9, queries=3000, query_rate=1000.0)
+    write(simulate(cfg), tmp_path / "live", live=True, sleep=sleep, clock=clock, progress=progress)
+    write(simulate(cfg), tmp_path / "burst")
+    assert tree(tmp_path / "live") == tree(tmp_path / "burst")
+    assert not [t for t in written_at if hold_from + 0.1 < t < hold_until]
+    assert [t for t in written_at if t < hold_from] and [t for t in written_at if t > hold_until]
+
+
 def test_live_mode_waits_for_a_start_in_the_future(tmp_path: Path) -> None:
     now = [START_US / 1e6 - 30.0]  # the first query is due in 30 s
     written_at: list[float] = []
