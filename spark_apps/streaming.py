@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import structlog
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.join.runtime import AppParts
@@ -106,14 +107,13 @@ def run(
     query_name: str = "photon",
 ) -> RunSummary:
     summary = RunSummary()
-    last_data = time.monotonic()
+    last_data = [time.monotonic()]  # when a batch last brought lines (set by batches)
     stop = threading.Event()
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
-        nonlocal last_data
         lines, truncations = to_lines(df.toArrow())
         if lines or truncations:
-            last_data = time.monotonic()
+            last_data[0] = time.monotonic()
         handle(batch_key(batch_id), lines, truncations)
         summary.batches += 1
         summary.lines += len(lines)
@@ -124,7 +124,52 @@ def run(
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     options.directory.mkdir(parents=True, exist_ok=True)
-    query = (
+    restarts = 0
+    try:
+        while True:
+            query = _start(spark, options, on_batch, query_name)
+            log.info("stream.started", query=query_name)  # the chaos harness waits for this line
+            try:
+                summary.stopped_by = _watch(query, options, stop, idle, settled, last_data)
+            finally:
+                if query.isActive:
+                    query.stop()
+            exception = query.exception()
+            if exception is None:
+                return summary
+            if restarts < MAX_RESTARTS and not stop.is_set() and _transient(exception):
+                # Spark starts a Python worker and gives it 10 s to connect back: on a
+                # loaded machine that can fail. Started again from its checkpoint, the
+                # query replays what it had not committed (docs/join.md, "replays").
+                restarts += 1
+                log.warning("stream.restarted", query=query_name, error=str(exception)[:300])
+                last_data[0] = time.monotonic()
+                continue
+            raise RuntimeError(f"the streaming query failed: {exception}")
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+#: How many times a query that failed to start its Python workers is started again.
+MAX_RESTARTS = 3
+_TRANSIENT_ERRORS = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+
+
+def _transient(exception: object) -> bool:
+    return any(text in str(exception) for text in _TRANSIENT_ERRORS)
+
+
+def _start(
+    spark: SparkSession,
+    options: StreamOptions,
+    on_batch: Callable[[DataFrame, int], None],
+    query_name: str,
+) -> StreamingQuery:
+    return (
         spark.readStream.format(NAME)
         .option("path", str(options.directory))
         .option("maxBytesPerTrigger", str(options.max_bytes_per_batch))
@@ -136,35 +181,34 @@ def run(
         .trigger(processingTime=f"{options.trigger_s} seconds")
         .start()
     )
-    log.info("stream.started", query=query_name)  # the chaos harness waits for this line
-    try:
-        while True:
-            stop.wait(options.trigger_s)
-            if stop.is_set():
-                summary.stopped_by = "signal"
-                break
-            if not query.isActive:
-                summary.stopped_by = "query ended"
-                break
-            if idle is not None:
-                idle()
-            status = query.status
-            if status.get("isTriggerActive") or status.get("message") == "Initializing sources":
-                last_data = time.monotonic()  # starting or busy: not idle
-            if (
-                options.until_idle_s is not None
-                and time.monotonic() - last_data >= options.until_idle_s
-                and not status.get("isDataAvailable", False)
-                and settled()
-            ):
-                summary.stopped_by = f"idle for {options.until_idle_s} s"
-                break
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if query.isActive:
-            query.stop()
-    exception = query.exception()
-    if exception is not None:
-        raise RuntimeError(f"the streaming query failed: {exception}")
-    return summary
+
+
+def _watch(
+    query: StreamingQuery,
+    options: StreamOptions,
+    stop: threading.Event,
+    idle: Callable[[], Any] | None,
+    settled: Callable[[], bool],
+    last_data: list[float],
+) -> str:
+    """Until a signal, the query's end, or (``until_idle_s``) idleness; says which."""
+    busy_at = time.monotonic()
+    while True:
+        stop.wait(options.trigger_s)
+        if stop.is_set():
+            return "signal"
+        if not query.isActive:
+            return "query ended"
+        if idle is not None:
+            idle()
+        status = query.status
+        if status.get("isTriggerActive") or status.get("message") == "Initializing sources":
+            busy_at = time.monotonic()  # starting or busy: not idle
+        quiet_since = max(busy_at, last_data[0])
+        if (
+            options.until_idle_s is not None
+            and time.monotonic() - quiet_since >= options.until_idle_s
+            and not status.get("isDataAvailable", False)
+            and settled()
+        ):
+            return f"idle for {options.until_idle_s} s"

@@ -71,8 +71,7 @@ XDIST_GROUPS = {
     "tests/e2e/test_photon_command.py::test_demo": "spark-pipelines",
     "tests/e2e/test_pipelines.py": "spark-pipelines",
     "tests/e2e/test_airflow_ui.py": "airflow-ui",
-    "tests/integration/spark_apps/test_streaming_source.py": "streaming-source",
-    "tests/integration/spark_apps/test_join_tasks.py": "join-tasks",
+    "tests/integration/spark_apps/": "spark-apps",  # one Spark session (their conftest)
     "tests/integration/photon/security/test_s3_access.py": "s3-access",
     "tests/integration/infra/test_compose.py": "compose",
 }
@@ -95,9 +94,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return GroupScheduling(config, log)
 
 
-#: Collected last, so scheduled last: the chaos run's faults and recovery are timed
-#: against its pipelines, and it shares the cores with as little else as can be.
-RUN_LAST = ("tests/e2e/test_chaos.py",)
+#: Scheduled first, in this order (xdist hands each worker the next unit as it runs
+#: low): the longest units start at once, one worker takes the Spark-pipeline group
+#: while the other takes the UI, then the chaos run; the many short tests fill in
+#: behind and even the two workers out. A long unit left for last kept one worker
+#: busy for minutes while the other idled.
+SCHEDULE_FIRST = (
+    "tests/e2e/test_cluster.py",
+    "tests/e2e/test_photon_command.py::test_demo",
+    "tests/e2e/test_pipelines.py",
+    "tests/e2e/test_airflow_ui.py",
+    "tests/e2e/test_chaos.py",
+    "tests/e2e/test_status.py",
+)
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    return next(
+        (n for n, prefix in enumerate(SCHEDULE_FIRST) if item.nodeid.startswith(prefix)),
+        len(SCHEDULE_FIRST),
+    )
 
 
 #: An end-to-end test runs whole Spark pipelines, Airflow or a browser; on a loaded
@@ -106,7 +122,7 @@ E2E_TIMEOUT_S = 900
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.startswith(RUN_LAST))  # stable: the rest keep order
+    items.sort(key=_schedule_rank)  # stable: the rest keep their order
     problems = []
     for item in items:
         if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):

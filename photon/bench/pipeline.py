@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,9 @@ class PhaseFigures:
     clicks_in: int = 0
     joined: int = 0
     seconds: float = 0.0
+    started_us: int = 0  # when the apps were launched
+    last_output_us: int = 0  # when the last joined object was first seen
+    click_ids: Counter[str] = field(default_factory=Counter)  # of every DC's output
     apps: list[dict[str, Any]] = field(default_factory=list)
     latencies_s: list[tuple[int, float]] = field(default_factory=list)  # (click ts, latency)
     joined_at_us: list[int] = field(default_factory=list)
@@ -155,7 +159,7 @@ def _phase_env(workdir: Path, name: str) -> dict[str, str]:
     }
 
 
-def _phase(
+def run_phase(
     workdir: Path,
     name: str,
     cfg_for: Callable[[PhotonSettings], GenConfig],
@@ -197,6 +201,7 @@ def _phase(
                 figures.clicks_in = sim.clicks
                 write(sim, settings.logs_root)
             started = time.monotonic()
+            figures.started_us = time.time_ns() // 1000
             with ObjectWatcher(store) as watcher:
                 try:
                     children = run_pipelines(settings, settings.dcs, until_idle_s=until_idle_s)
@@ -209,6 +214,9 @@ def _phase(
             for key, seen_us in watcher.first_seen_us.items():
                 data = store.get(key)
                 rows = decode(data) if data is not None else []
+                if rows:
+                    figures.last_output_us = max(figures.last_output_us, seen_us)
+                figures.click_ids.update(r["click_id"] for r in rows)
                 figures.joined += len(rows)
                 figures.joined_at_us += [r["joined_at_us"] for r in rows]
                 figures.latencies_s += [
@@ -304,7 +312,7 @@ def run(
             step(f"scaling: DC a's joiner alone on {cores} executor core(s)")
             alone.append(_joiner_alone(workdir, f"cores{cores}", cores, scaling_queries))
         step(f"throughput: {burst_queries} queries written at once, both DCs")
-        burst = _phase(
+        burst = run_phase(
             workdir,
             "burst",
             lambda s: GenConfig(
@@ -323,7 +331,7 @@ def run(
         )
         query_rate = click_rate / (ctr * 1.1)  # ~10% of clicked queries get two clicks
         step(f"latency: {click_rate:.0f} clicks/s written live for {live_seconds:.0f} s")
-        live = _phase(
+        live = run_phase(
             workdir,
             "live",
             lambda s: GenConfig(

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from photon.bench import compare as compare_bench
 from photon.bench import pipeline as pipeline_bench
 from photon.bench import registry as registry_bench
 from photon.cli.common import JsonOption, err, out, print_json, settings_of
@@ -108,3 +109,43 @@ def bench_pipeline(
     table.add_row("registry ids/s vs multi/s",
                   f"{registry['ids_per_s']} vs {registry['transactions_per_s']}", "")  # fmt: skip
     out.print(table)
+
+
+@bench_app.command("compare")
+def bench_compare(
+    ctx: typer.Context,
+    queries: Annotated[
+        int, typer.Option(help="Queries of each run's workload (both DCs).", min=1000)
+    ] = 100_000,
+    runs: Annotated[
+        int, typer.Option(help="Runs; the figures are their medians.", min=1, max=20)
+    ] = 3,
+    json_out: JsonOption = False,
+) -> None:
+    """Photon against Spark's own stream-stream join on the same logs: events/s,
+    completeness, duplicates across DCs."""
+    settings_of(ctx)  # validates the settings; each run sets its own roots and bucket
+    with err.status("comparing with Spark's own join...") as status:
+        data = compare_bench.run(
+            queries=queries,
+            runs=runs,
+            on_step=lambda text: status.update(f"comparing with Spark's own join: {text}"),
+        )
+    if json_out:
+        print_json(data)
+        return
+    table = Table("median of runs", "photon", "spark native join")
+    photon, native = data["median"]["photon"], data["median"]["spark_native"]
+    for key, label in (
+        ("input_events_per_s", "input events/s (launch to last output)"),
+        ("seconds", "seconds"),
+        ("completeness", "joinable clicks joined"),
+        ("duplicates_across_dcs", "duplicates across DCs"),
+        ("unexpected", "joins of unjoinable clicks"),
+    ):
+        table.add_row(label, str(photon[key]), str(native[key]))
+    out.print(table)
+    out.print(
+        f"photon / native input events/s: {data['photon_vs_native_events_per_s']}x "
+        f"(median of {runs} runs; target >= 1.0)"
+    )

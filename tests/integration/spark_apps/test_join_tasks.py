@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from photon.settings import PhotonSettings, PipelineSettings
+from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
 from spark_apps.join_tasks import default_groups, spark_group_runner
-from spark_apps.session import photon_session
 from tests.conftest import settings_from_env
 from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
     M_BYTES,
@@ -35,13 +33,6 @@ from tests.integration.photon.join.test_join import (  # noqa: F401 (a fixture)
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = photon_session("photon-test-join-tasks", PipelineSettings(spark_master="local[2]"))
-    yield session
-    session.stop()
 
 
 def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from photon.settings import PipelineSettings
 from spark_apps.growing_log_source import NAME
-from spark_apps.session import photon_session
 
 pytestmark = pytest.mark.integration
 
 Batches = list[tuple[int, list[tuple[str, int, bytes]]]]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = photon_session("photon-test-source", PipelineSettings(spark_master="local[1]"))
-    yield session
-    session.stop()
 
 
 def run_until(
