@@ -39,6 +39,15 @@ def chaos(
     restart_after_s: Annotated[
         float, typer.Option(min=1, max=600, help="How long a ZooKeeper node and Redis stay down.")
     ] = 20.0,
+    settle_s: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            max=3600,
+            help="After the stream: how long the output must not grow (every joiner caught "
+            "up) before verification and recovery run.",
+        ),
+    ] = 30.0,
     seed: Annotated[int, typer.Option(help="The generator's seed.")] = 2026,
     report_dir: Annotated[
         Path | None,
@@ -73,6 +82,7 @@ def chaos(
             outage_dc=outage_dc,
             outage_s=outage_s,
             restart_after_s=restart_after_s,
+            idle_s=settle_s,
             seed=seed,
             keep=keep,
             report_dir=report_dir,

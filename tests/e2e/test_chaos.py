@@ -22,7 +22,7 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
         run(env, "up")
         result = run(
             env, "chaos", "--queries", "20000", "--rate", "400", "--outage-s", "10",
-            "--restart-after-s", "8", "--report-dir", str(reports), "--json",
+            "--restart-after-s", "8", "--settle-s", "10", "--report-dir", str(reports), "--json",
             check=False, timeout_s=840,
         )  # fmt: skip
     finally:
