@@ -117,7 +117,14 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
 ) -> None:
     base = _free_run_of_ports(4)
     recorded = tmp_path / "run"
-    env = env | {"PHOTON_PIPELINE__METRICS_BASE_PORT": str(base)}
+    env = env | {
+        "PHOTON_PIPELINE__METRICS_BASE_PORT": str(base),
+        # Each DC joins the clicks it prefers, however far behind the other it runs: on a
+        # slow machine a DC late by more than the grace joined none (the other took them
+        # all), and it has latencies and rates to show only if it joins some.
+        "PHOTON_PIPELINE__AFFINITY_GRACE_S": "600",
+        "PHOTON_PIPELINE__AFFINITY_MAX_AGE_S": "0",
+    }
     writer = subprocess.Popen(
         [*GEN, "--queries", "9000", "--rate", "100", "--outage-s", "0"],
         env=env,
