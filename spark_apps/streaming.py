@@ -141,8 +141,15 @@ def run(
                 # Spark starts a Python worker and gives it 10 s to connect back: on a
                 # loaded machine that can fail. Started again from its checkpoint, the
                 # query replays what it had not committed (docs/join.md, "replays").
+                # Not at once: the load that starved the worker passes (Spark's start-up,
+                # other apps starting beside it).
+                delay_s = RESTART_BACKOFF_S * 2**restarts
                 restarts += 1
-                log.warning("stream.restarted", query=query_name, error=str(exception)[:300])
+                log.warning("stream.restarted", query=query_name, after_s=delay_s,
+                            error=str(exception)[:300])  # fmt: skip
+                if stop.wait(delay_s):
+                    summary.stopped_by = "signal"
+                    return summary
                 last_data[0] = time.monotonic()
                 continue
             raise RuntimeError(f"the streaming query failed: {exception}")
@@ -151,8 +158,10 @@ def run(
             signal.signal(signum, handler)
 
 
-#: How many times a query that failed to start its Python workers is started again.
-MAX_RESTARTS = 3
+#: How many times a query that failed to start its Python workers is started again,
+#: after RESTART_BACKOFF_S, then twice as long each time (5, 10, 20, 40, 80 s).
+MAX_RESTARTS = 5
+RESTART_BACKOFF_S = 5.0
 _TRANSIENT_ERRORS = (
     "Python worker failed to connect back",
     "Timed out while waiting for the Python worker to connect back",

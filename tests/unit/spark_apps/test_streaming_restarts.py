@@ -37,6 +37,7 @@ def run_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, errors: list[str |
         return started[-1]
 
     monkeypatch.setattr(streaming, "_start", start)
+    monkeypatch.setattr(streaming, "RESTART_BACKOFF_S", 0.0)
     options = StreamOptions(tmp_path / "logs", tmp_path / "ck", 0.01, 1 << 20, 10)
     streaming.run(None, options, lambda *_: None)  # type: ignore[arg-type]
     return len(started)
