@@ -108,12 +108,11 @@ SCHEDULE = {
     "reshard": 0.7,
     "kill_joiner_4": 0.8,
 }
-#: The crash after commit is armed at the stream's start (not on the schedule):
-#: its joiner crashes on its first commit, and the faults on the schedule wait
-#: until it has started again.
 _OUTAGE_ENDS_BY = 0.5
 
-#: The armed joiner's fault setting: it crashes on its first batch that wins an id.
+#: The crash after commit is not on the schedule: the outage DC's joiner runs with
+#: this setting from the stream's start and crashes on its first batch that wins an
+#: id; the scheduled faults wait until it has started again.
 _CRASH_AFTER_COMMIT = {"PHOTON_FAULTS__CRASH_AFTER_COMMIT_P": "1"}
 
 #: Every kind of fault a run must strike.
