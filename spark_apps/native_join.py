@@ -31,9 +31,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from photon.settings import PipelineSettings
 from spark_apps.cli import ConfigOption, DcOption, MasterOption, settings_for
-from spark_apps.session import session_conf, use_project_interpreter
+from spark_apps.session import photon_session
 
 #: A canonical event id: ``<ip>:<pid>:<timestamp µs>`` (photon.events.ids).
 _ID_PATTERN = r"^[0-9.]+:[0-9]+:[0-9]{1,19}$"
@@ -76,19 +75,6 @@ def native_join(spark: SparkSession, logs: Path, watermark_s: int) -> DataFrame:
     return clicks.join(queries, within, "inner").select("click_id", "query_id", "click_ts")
 
 
-def _session(pipeline: PipelineSettings) -> SparkSession:
-    use_project_interpreter()
-    builder = SparkSession.builder.appName("spark-native-join").master(pipeline.spark_master)
-    conf = session_conf(pipeline, pipeline.spark_master) | {
-        "spark.driver.extraJavaOptions": pipeline.driver_java_options,
-    }
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
-
-
 def main(
     dc: DcOption,
     logs_root: Annotated[Path, typer.Option("--logs-root", exists=True, file_okay=False)],
@@ -102,7 +88,7 @@ def main(
     """Join the DC's clicks to its queries with Spark's own stream-stream join, once."""
     settings = settings_for(dc, config, master, "warning")
     started = time.monotonic()
-    spark = _session(settings.pipeline)
+    spark = photon_session("spark-native-join", settings.pipeline)  # Photon's apps' own
     try:
         joined = native_join(spark, logs_root / dc, watermark_s)
         query = (
