@@ -63,7 +63,7 @@ def documented_metrics() -> list[dict[str, str]]:
 
 def status_json(env: dict[str, str]) -> dict[str, Any]:
     result = subprocess.run(
-        [PHOTON, "--log-level", "warning", "status", "--json", "--interval", "2"],
+        [PHOTON, "--log-level", "warning", "status", "--json", "--interval", "5"],
         env=env,
         capture_output=True,
         text=True,
@@ -126,7 +126,9 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
         "PHOTON_PIPELINE__AFFINITY_MAX_AGE_S": "0",
     }
     writer = subprocess.Popen(
-        [*GEN, "--queries", "9000", "--rate", "100", "--outage-s", "0"],
+        # 15 minutes of logs, longer than the test lasts: clicks still flow when the apps are
+        # up at last on a slow machine, so joined/s has something to show
+        [*GEN, "--queries", "90000", "--rate", "100", "--outage-s", "0"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
