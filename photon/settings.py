@@ -255,6 +255,10 @@ class PipelineSettings(_Section):
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.
     driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    #: Drivers map their classes from the installation's class archive when it is
+    #: there (``make install`` builds it; spark_apps/class_archive.py): about half a
+    #: driver's start-up. Off: every driver loads its classes itself.
+    class_archive: bool = True
     #: Where the apps' drivers are reached (by executors on a cluster) and bind: loopback
     #: natively; a container's own name and 0.0.0.0 in compose.
     driver_host: Annotated[str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")] = "127.0.0.1"

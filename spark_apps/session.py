@@ -10,6 +10,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from photon.settings import PipelineSettings
+from spark_apps.class_archive import with_class_archive
 from spark_apps.growing_log_source import GrowingLogDataSource
 
 
@@ -32,6 +33,11 @@ def session_conf(pipeline: PipelineSettings, master: str) -> dict[str, str]:
     return conf
 
 
+def driver_java_options(pipeline: PipelineSettings) -> str:
+    """The settings' driver JVM options, with the class archive when there is one."""
+    return with_class_archive(pipeline.driver_java_options, pipeline.class_archive)
+
+
 def use_project_interpreter() -> None:
     # Executors must run this interpreter: it has the project and pyarrow (DESIGN §7).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -45,7 +51,7 @@ def photon_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
     conf = session_conf(pipeline, pipeline.spark_master) | {
         "spark.sql.streaming.stopTimeout": "30s",
         "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": pipeline.driver_java_options,
+        "spark.driver.extraJavaOptions": driver_java_options(pipeline),
     }
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -67,7 +73,11 @@ def submitted_session(app_name: str, pipeline: PipelineSettings) -> SparkSession
     builder = SparkSession.builder.appName(app_name)
     if not submitted.contains("spark.master"):
         builder = builder.master(master)
-    for key, value in session_conf(pipeline, master).items():
+    # Run directly (no spark-submit), this builder starts the driver JVM: its options count.
+    conf = session_conf(pipeline, master) | {
+        "spark.driver.extraJavaOptions": driver_java_options(pipeline)
+    }
+    for key, value in conf.items():
         if not submitted.contains(key):
             builder = builder.config(key, value)
     spark = builder.getOrCreate()

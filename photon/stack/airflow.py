@@ -260,7 +260,9 @@ class AirflowStack:
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.home / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "4",
+            # Each of the five operations DAGs can run a task at once (sensors hold a slot):
+            # with four, a DAG triggered beside the others waited minutes for one.
+            "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{af.admin_user}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self._passwords_file),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",

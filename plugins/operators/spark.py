@@ -43,6 +43,7 @@ class PhotonSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Context) -> None:
         from plugins.hooks.settings import as_env, task_settings
+        from spark_apps.session import driver_java_options
 
         spec = find_spec(f"spark_apps.{self.job}")
         if spec is None or spec.origin is None:
@@ -59,5 +60,9 @@ class PhotonSparkSubmitOperator(SparkSubmitOperator):
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         }
-        self.conf = {**(self.conf or {}), "spark.ui.enabled": "false"}
+        self.conf = {
+            "spark.driver.extraJavaOptions": driver_java_options(settings.pipeline),
+            **(self.conf or {}),
+            "spark.ui.enabled": "false",
+        }
         super().execute(context)

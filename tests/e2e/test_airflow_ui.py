@@ -125,6 +125,16 @@ class AirflowUi:
         button.click()
         expect(dialog).to_be_hidden()
 
+    def show_run(self, dag_id: str, run_id: str) -> None:
+        """The run's page, drawn: a loaded machine's browser may still be blank when the
+        network is idle."""
+        from playwright.sync_api import expect
+
+        self.page.goto(self.base + f"/dags/{dag_id}/runs/{run_id}", wait_until="networkidle")
+        expect(self.page.get_by_text("Task Instances").first).to_be_visible()
+        expect(self.page.get_by_text(run_id).first).to_be_visible()
+        self.page.wait_for_timeout(1000)
+
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         """The DAG's manual runs (the scheduled DAGs also run on their schedule)."""
         runs = api(self.base, f"/api/v2/dags/{dag_id}/dagRuns", self.auth)["dag_runs"]
@@ -196,8 +206,7 @@ def test_on_call_triggers_every_dag_from_the_ui_with_its_defaults(
     for dag_id in DAGS:
         assert dag_id in ended, f"{dag_id} did not end in time"
         run_id = ended[dag_id]["dag_run_id"]
-        ui.page.goto(ui.base + f"/dags/{dag_id}/runs/{run_id}", wait_until="networkidle")
-        ui.page.wait_for_timeout(1000)
+        ui.show_run(dag_id, run_id)
         ui.page.screenshot(path=shots / f"run-{dag_id}.png")
     assert {d: r["state"] for d, r in ended.items()} == dict.fromkeys(DAGS, "success")
 
@@ -273,8 +282,5 @@ def test_the_form_or_the_task_refuses_a_bad_value_naming_the_field(ui: AirflowUi
     assert "dc: 'z' is not a configured DC (a, b)" in recover_log, recover_log
     verify_log = ui.task_log("photon_verify", verify["dag_run_id"], "validate_params")
     assert "window_end: " in verify_log and "is in the future" in verify_log, verify_log
-    ui.page.goto(
-        ui.base + f"/dags/photon_verify/runs/{verify['dag_run_id']}", wait_until="networkidle"
-    )
-    ui.page.wait_for_timeout(1000)
+    ui.show_run("photon_verify", verify["dag_run_id"])
     ui.page.screenshot(path=shots / "refused-run-future-window-end.png")
