@@ -7,8 +7,9 @@ and pipeline state of its own:
    each DC's query reader and joiner run under a :class:`Supervisor`, which
    restarts whatever dies;
 2. faults strike on a schedule of the stream's progress (:data:`SCHEDULE`):
-   kill -9 of a joiner at every 20% (alternating DCs); the outage DC's whole
-   pipeline down for ``outage_s``, then back (it catches up); kill -9 of the
+   kill -9 of a joiner at every 20% (alternating DCs; the first ``joiner_kills``);
+   the outage DC's whole pipeline down for ``outage_s``, then back (it catches
+   up); kill -9 of the
    ZooKeeper leader (restarted after ``restart_after_s``, as a service
    manager would); Redis killed and restarted; the S3 endpoint frozen
    (SIGSTOP) and resumed; a sharding epoch appended. Before those, from the
@@ -109,6 +110,7 @@ SCHEDULE = {
     "kill_joiner_4": 0.8,
 }
 _OUTAGE_ENDS_BY = 0.5
+JOINER_KILLS = sum(name.startswith("kill_joiner_") for name in SCHEDULE)
 
 #: The crash after commit is not on the schedule: the outage DC's joiner runs with
 #: this setting from the stream's start and crashes on its first batch that wins an
@@ -143,6 +145,9 @@ class ChaosConfig:
     idle_s: float = 30.0
     #: The returning DC has caught up once its lag (photon.chaos.backlog) is this short.
     caught_up_lag_s: float = 15.0
+    #: How many of the schedule's joiner kills strike (the first ones: 20%, 40%, ...):
+    #: each is a joiner restart to wait for; a short run takes fewer.
+    joiner_kills: int = JOINER_KILLS
     seed: int = 2026
     keep: bool = False
     report_dir: Path | None = None  # charts and report.json; None: no files
@@ -152,6 +157,8 @@ class ChaosConfig:
                      "idle_s", "caught_up_lag_s"):  # fmt: skip
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        if not 1 <= self.joiner_kills <= JOINER_KILLS:
+            raise ValueError(f"joiner_kills must be 1 to {JOINER_KILLS}, not {self.joiner_kills}")
         if self.queries < 1_000:
             raise ValueError(f"queries must be at least 1000, not {self.queries}")
         longest = (_OUTAGE_ENDS_BY - SCHEDULE["dc_outage"]) * self.duration_s
@@ -499,7 +506,7 @@ def _inject(
     struck.append((since(), crash, crash_thread))
     crash_thread.start()
     late_s = 0.0  # how long faults waited for pipelines to stream again: the rest shift
-    for name, share in sorted(SCHEDULE.items(), key=lambda item: item[1]):
+    for name, share in scheduled(config):
         time.sleep(max(0.0, share * config.duration_s + late_s - since()))
         waited_from = since()
         _wait_crashed(supervisor)  # on a stream that flows: the crash needs new clicks
@@ -525,6 +532,15 @@ def _inject(
         record = holder[0] if holder else FaultRecord("failed", "raised", struck=False)
         record.at_s = round(at_s, 1)
         report.faults.append(record)
+
+
+def scheduled(config: ChaosConfig) -> list[tuple[str, float]]:
+    """The faults that strike and their shares of the stream, in order: the schedule's,
+    with the first ``config.joiner_kills`` of its joiner kills."""
+    kills = [name for name in SCHEDULE if name.startswith("kill_joiner_")]
+    left_out = set(kills[config.joiner_kills :])
+    faults = [(name, share) for name, share in SCHEDULE.items() if name not in left_out]
+    return sorted(faults, key=lambda fault: fault[1])
 
 
 def _wait_crashed(supervisor: Supervisor, timeout_s: float = 300.0) -> None:

@@ -48,6 +48,14 @@ def chaos(
             "up) before verification and recovery run.",
         ),
     ] = 30.0,
+    joiner_kills: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=4,
+            help="How many joiner kills strike, at 20, 40, 60, 80% of the stream (the first N).",
+        ),
+    ] = 4,
     seed: Annotated[int, typer.Option(help="The generator's seed.")] = 2026,
     report_dir: Annotated[
         Path | None,
@@ -83,6 +91,7 @@ def chaos(
             outage_s=outage_s,
             restart_after_s=restart_after_s,
             idle_s=settle_s,
+            joiner_kills=joiner_kills,
             seed=seed,
             keep=keep,
             report_dir=report_dir,

@@ -22,7 +22,8 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
         run(env, "up")
         result = run(
             env, "chaos", "--queries", "20000", "--rate", "400", "--outage-s", "10",
-            "--restart-after-s", "8", "--settle-s", "10", "--report-dir", str(reports), "--json",
+            "--restart-after-s", "8", "--settle-s", "10", "--joiner-kills", "2",
+            "--report-dir", str(reports), "--json",
             check=False, timeout_s=840,
         )  # fmt: skip
     finally:
@@ -50,13 +51,14 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
     assert after["complete"] and after["duplicates"] == 0 and after["lost"] == 0
     assert report["joined"] == report["expected_joins"] > 5_000
     assert set(report["faults_injected"]) == set(FAULT_KINDS)
-    assert report["faults_injected"]["kill_joiner"] == 4
-    assert report["app_starts"]["joiner[a]"] >= 3 and report["app_starts"]["joiner[b]"] >= 3
+    # two kills, one a DC (the full run's four alternate the same way)
+    assert report["faults_injected"]["kill_joiner"] == 2
+    assert report["app_starts"]["joiner[a]"] >= 2 and report["app_starts"]["joiner[b]"] >= 3
     catch_up = report["catch_up"]
     assert catch_up["dc"] == "b" and catch_up["catch_up_s"] is not None
     assert catch_up["lag_at_return_s"] >= 8 and catch_up["batches"]["lines"] > 0
     kills = [f for f in report["faults"] if f["kind"] == "kill_joiner"]
-    assert [f["target"] for f in kills] == ["joiner[b]", "joiner[a]", "joiner[b]", "joiner[a]"]
+    assert [f["target"] for f in kills] == ["joiner[b]", "joiner[a]"]
     assert all(f["struck"] and f["detail"]["pid"] for f in kills)  # each hit a running joiner
     # every DC a fault stopped works again (joins, or reads its logs when all was joined)
     assert all(f["recovered_s"] is not None for f in report["faults"] if f["affects"])

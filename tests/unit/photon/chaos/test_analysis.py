@@ -21,7 +21,7 @@ from photon.chaos.analysis import (
     writing_at,
 )
 from photon.chaos.charts import draw
-from photon.chaos.harness import ChaosConfig, ChaosReport, FaultRecord
+from photon.chaos.harness import SCHEDULE, ChaosConfig, ChaosReport, FaultRecord, scheduled
 
 pytestmark = pytest.mark.unit
 
@@ -147,6 +147,16 @@ def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() ->
         ChaosConfig(queries=800_000, query_rate=1_000, outage_s=190)
     with pytest.raises(ValueError, match="sample_s must be positive"):
         ChaosConfig(sample_s=0)
+    every = [name for name, _ in scheduled(ChaosConfig())]
+    assert every == sorted(SCHEDULE, key=SCHEDULE.__getitem__) and len(every) == 9
+    two = scheduled(ChaosConfig(joiner_kills=2))
+    assert [n for n, _ in two if n.startswith("kill")] == ["kill_joiner_1", "kill_joiner_2"]
+    assert [n for n, _ in two if not n.startswith("kill")] == [
+        n for n in every if not n.startswith("kill")
+    ]
+    for kills in (0, 5):
+        with pytest.raises(ValueError, match="joiner_kills must be 1 to 4"):
+            ChaosConfig(joiner_kills=kills)
 
 
 def test_checks_fail_when_the_catch_up_is_slow_or_a_fault_never_struck() -> None:
