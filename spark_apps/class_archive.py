@@ -71,6 +71,7 @@ def build(path: Path, java_options: str = "") -> Path:
         .config("spark.driver.extraJavaOptions", options)
         .getOrCreate()
     )
+    spark.sparkContext.setLogLevel("ERROR")  # a one-off job: its warnings tell nobody anything
     gateway = spark.sparkContext._gateway
     assert gateway is not None
     jvm = gateway.proc
