@@ -55,22 +55,20 @@ def build(path: Path, java_options: str = "") -> Path:
     """
     from pyspark.sql import SparkSession
 
-    from spark_apps.session import use_project_interpreter
+    from photon.settings import PipelineSettings
+    from spark_apps.session import session_conf, use_project_interpreter
 
     use_project_interpreter()
     path.parent.mkdir(parents=True, exist_ok=True)
     aside = path.with_name(f".{path.name}.{os.getpid()}")
     # (it would list each class of a signed jar it leaves out: a thousand lines)
     options = f"{java_options} -XX:ArchiveClassesAtExit={aside} -Xlog:cds=error".strip()
-    spark = (
-        SparkSession.builder.appName("photon-class-archive")
-        .master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.extraJavaOptions", options)
-        .getOrCreate()
-    )
+    # the apps' own configuration, so that the archive holds the classes they load
+    conf = session_conf(PipelineSettings(), "local[2]") | {"spark.driver.extraJavaOptions": options}
+    builder = SparkSession.builder.appName("photon-class-archive").master("local[2]")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")  # a one-off job: its warnings tell nobody anything
     gateway = spark.sparkContext._gateway
     assert gateway is not None
