@@ -17,7 +17,9 @@ and pipeline state of its own:
    ``faults.crash_after_commit_p`` = 1: it crashes between its first registry
    commit and that batch's output write, and its local state is lost, so
    that batch is never replayed. Its crash comes first so that it has a
-   stream to commit from however slowly the pipelines restart later;
+   stream to commit from however slowly the pipelines restart later, and
+   the other DCs' joiners start only once it came, so that nothing else wins
+   the stream's first clicks;
 3. a sampler, every ``sample_s``, lists the joined output (checking the union
    of every DC's output for a ``click_id`` seen twice) and reads each
    joiner's backlog (:mod:`photon.chaos.backlog`);
@@ -58,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from photon.chaos import analysis, charts
 from photon.chaos.analysis import CatchUp, Sample
@@ -72,7 +75,7 @@ from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import verify
 from photon.registry_access import connect_registry
-from photon.runs import StreamClock, clean_up, environment, wait_until_streaming, write_live
+from photon.runs import StreamClock, clean_up, environment, write_live
 from photon.settings import PhotonSettings, load_settings
 from photon.stack import process
 from photon.stack.manager import LocalStack
@@ -363,14 +366,17 @@ def _run(
     stack = LocalStack(settings)
     supervisor = Supervisor(settings, log_dir=log_dir)
     started = time.monotonic()
-    finished = threading.Event()
     step(f"pipelines of {', '.join(settings.dcs)} starting under the supervisor")
-    supervisor.start(faulty={(config.outage_dc, JOINER): _CRASH_AFTER_COMMIT})
+    # The other DCs' joiners start once the armed one crashed: the stream's first clicks
+    # are its to win, however far behind its query reader runs on a loaded machine.
+    supervisor.start(
+        faulty={(config.outage_dc, JOINER): _CRASH_AFTER_COMMIT},
+        after_crash=[(dc, JOINER) for dc in settings.dcs if dc != config.outage_dc],
+    )
     try:
-        if not wait_until_streaming(settings, finished):
-            raise RuntimeError("the pipelines did not start streaming within 300 s")
         # The stream, and its faults, start then (the joiner armed to crash streams too).
-        _wait_streaming(supervisor, settings.dcs)
+        if not _wait_streaming(supervisor, settings.dcs):
+            raise RuntimeError("the pipelines did not start streaming within 300 s")
         lead_s = 5.0
         start_us = time.time_ns() // 1000 + int(lead_s * _US)
         cfg = GenConfig(
@@ -456,7 +462,6 @@ def _run(
         report.missing_after_recovery = len(set(manifest.expected_joins) - final_ids)
         report.duplicates_seen = max(report.duplicates_seen, final.duplicates)
     finally:
-        finished.set()
         supervisor.stop()
         _thaw_s3(stack)
     report.seconds = round(time.monotonic() - started, 1)
@@ -550,8 +555,9 @@ def _wait_crashed(supervisor: Supervisor, timeout_s: float = 300.0) -> None:
         time.sleep(0.5)
 
 
-def _wait_streaming(supervisor: Supervisor, dcs: list[str], timeout_s: float = 300.0) -> None:
-    """Until every DC that is not held down runs both apps' streaming queries again.
+def _wait_streaming(supervisor: Supervisor, dcs: list[str], timeout_s: float = 300.0) -> bool:
+    """Until every app not held back (:meth:`Supervisor.held`) runs its streaming query
+    again; False if that took longer than ``timeout_s``.
 
     A fault strikes a pipeline that runs, not one still starting Spark after the
     last fault: on a slow machine the faults come later, and mean the same.
@@ -559,13 +565,14 @@ def _wait_streaming(supervisor: Supervisor, dcs: list[str], timeout_s: float = 3
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if all(
-            supervisor.held_down(dc) or supervisor.streaming(dc, app)
+            supervisor.held(dc, app) or supervisor.streaming(dc, app)
             for dc in dcs
             for app in (QUERY_READER, JOINER)
         ):
-            return
+            return True
         time.sleep(0.5)
     log.warning("chaos.not_streaming", timeout_s=timeout_s)
+    return False
 
 
 def _killer(
@@ -626,8 +633,7 @@ def _dc_outage(
 
 def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -> FaultRecord:
     """Kill the leader; while it is down joining must go on; restarted, it must rejoin."""
-    statuses = {s.name: s.detail for s in stack.status().services if s.name.startswith("zk")}
-    leader = next((name for name, mode in statuses.items() if mode == "leader"), None)
+    leader = _zookeeper_leader(stack)
     if leader is None:
         return FaultRecord("zookeeper_leader", "none found", struck=False)
     down_at = sampler.since_start()
@@ -654,6 +660,19 @@ def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -
         "rejoined_after_s": round(record.ended_s - restarted_at, 1) if record.ended_s else None,
     }  # joined_while_down: once the run's output is all read (_recovery_times)
     return record
+
+
+@retry(
+    retry=retry_if_result(lambda leader: leader is None),
+    stop=stop_after_delay(60),
+    wait=wait_fixed(1),
+    retry_error_callback=lambda _: None,
+)
+def _zookeeper_leader(stack: LocalStack) -> str | None:
+    """The leader's service name, asked until one answers: on a loaded machine a node's
+    ``srvr`` can time out, or an election still runs after the last fault."""
+    modes = {s.name: s.detail for s in stack.status().services if s.name.startswith("zk")}
+    return next((name for name, mode in modes.items() if mode == "leader"), None)
 
 
 def _restart(

@@ -9,7 +9,8 @@ faults: ``kill(dc, app)`` (SIGKILL: the app is restarted), ``take_down(dc)``
 (SIGKILL both apps; nothing restarts them until ``bring_up(dc)``), and a
 crash with a lost disk: ``start(faulty=…)`` runs an app first with a fault
 setting that crashes it, and ``await_crash`` waits for that crash, wipes the
-app's local state, as a lost disk would, and starts it afresh.
+app's local state, as a lost disk would, and starts it afresh, with the
+apps held back until then (``start(after_crash=…)``).
 
 How it fails: an app that keeps dying is restarted each time (the harness
 reports the restarts); ``stop()`` sends SIGTERM to every app, then SIGKILL
@@ -25,7 +26,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,19 +90,27 @@ class Supervisor:
         self._down: set[str] = set()
         # Apps on their faulty first run: neither restarted nor killed until they crash.
         self._faulty: dict[tuple[str, str], Mapping[str, str]] = {}
+        self._after_crash: set[tuple[str, str]] = set()  # started once the faulty ones crashed
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="supervisor", daemon=True)
 
     # -- the harness's controls -----------------------------------------------------
 
-    def start(self, faulty: Mapping[tuple[str, str], Mapping[str, str]] | None = None) -> None:
+    def start(
+        self,
+        faulty: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
+        after_crash: Collection[tuple[str, str]] = (),
+    ) -> None:
         """Start every app; each ``(dc, app)`` of ``faulty`` with that environment on top
-        (a fault setting that crashes it): see :meth:`await_crash`."""
+        (a fault setting that crashes it): see :meth:`await_crash`. The apps of
+        ``after_crash`` start only once that crash came (or never did)."""
         with self._lock:
             self._faulty = dict(faulty or {})
+            self._after_crash = set(after_crash)
             for key in self._apps:
-                self._start(*key, extra_env=self._faulty.get(key))
+                if key not in self._after_crash:
+                    self._start(*key, extra_env=self._faulty.get(key))
         self._watcher.start()
 
     def kill(self, dc: str, app: str) -> int | None:
@@ -161,8 +170,10 @@ class Supervisor:
         with self._lock:
             shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
             del self._faulty[(dc, app)]
-            if dc not in self._down:
-                self._start(dc, app)
+            for key in [(dc, app), *sorted(self._after_crash)]:
+                if key[0] not in self._down:
+                    self._start(*key)
+            self._after_crash.clear()
         log.warning("chaos.crash_with_lost_state", dc=dc, app=app, code=code)
         return code
 
@@ -186,10 +197,11 @@ class Supervisor:
         except FileNotFoundError:
             return False
 
-    def held_down(self, dc: str) -> bool:
-        """Whether the harness holds ``dc`` down (an outage, a crash on purpose)."""
+    def held(self, dc: str, app: str) -> bool:
+        """Whether ``app`` of ``dc`` is not meant to run now: its DC is held down, or it
+        waits for a faulty app's crash (:meth:`start`)."""
         with self._lock:
-            return dc in self._down
+            return dc in self._down or (dc, app) in self._after_crash
 
     def running(self, dc: str, app: str) -> bool:
         entry = self._apps[(dc, app)]
