@@ -38,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from photon.logs.reader import GrowingLogReader
+from spark_apps.worker_heap import freeze_once
 
 NAME = "photon_growing_log"
 
@@ -157,6 +158,7 @@ class GrowingLogStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # One Arrow batch a range: Spark takes it whole, with no Python object a row.
         assert isinstance(partition, FileRanges)
+        freeze_once("log reader")  # the worker's imports: out of each task's collection
         for part in partition.ranges:
             yield from _read_range(part)
 

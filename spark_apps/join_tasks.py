@@ -31,6 +31,7 @@ from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
 from photon.join.joiner import GroupRunner
 from photon.join.runtime import build_group_joiner
 from photon.settings import PhotonSettings
+from spark_apps.worker_heap import freeze_once
 
 #: This Python worker's group joiners, by (dc, attempt): built on a worker's first task.
 _JOINERS: dict[tuple[str, str], GroupJoiner] = {}
@@ -63,6 +64,7 @@ def _group_joiner(
         joiner, closers = build_group_joiner(settings, dc, attempt, faults)
         _CLOSERS.extend(closers)
         _JOINERS[key] = joiner
+        freeze_once(f"group joiner {key}")  # its clients: out of each task's collection
     return joiner
 
 

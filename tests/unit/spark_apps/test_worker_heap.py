@@ -1,0 +1,37 @@
+"""A Python worker freezes its heap once something long-lived was built, once per thing."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from spark_apps import worker_heap
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def thawed() -> Iterator[None]:
+    worker_heap._FROZEN.clear()
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    worker_heap._FROZEN.clear()
+
+
+def test_what_was_built_leaves_the_collections_and_what_comes_later_does_not() -> None:
+    clients = [["model", n] for n in range(10_000)]  # a worker's long-lived clients
+    worker_heap.freeze_once("clients")
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(clients)
+    assert not any(c is clients[0] for c in gc.get_objects())  # out of every generation
+
+    worker_heap.freeze_once("clients")  # the next task: nothing more frozen
+    later = [["task", n] for n in range(100)]
+    assert gc.get_freeze_count() == frozen
+    assert any(c is later[0] for c in gc.get_objects())  # a task's objects are collected
+
+    worker_heap.freeze_once("another client")  # built later in the same worker: frozen too
+    assert gc.get_freeze_count() > frozen
