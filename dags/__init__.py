@@ -1,3 +1,3 @@
 """Thin Airflow 3 DAG files: wiring, params and schedules only, no top-level
-I/O or heavy imports (DESIGN §5, issue 5).
+I/O or heavy imports (docs/operations.md).
 """

@@ -78,7 +78,7 @@ class ZooKeeperSettings(_Section):
     root: str = "/photon"
     session_timeout_s: PositiveSeconds = 10.0
     connect_timeout_s: PositiveSeconds = 15.0
-    # kazoo's default command retry never gives up; ours does (DESIGN §3).
+    # kazoo's default command retry never gives up; ours does (docs/ARCHITECTURE.md).
     retry_max_tries: Annotated[int, Field(ge=0, le=100)] = 5
     retry_max_delay_s: PositiveSeconds = 2.0
     auth_user: str | None = None

@@ -1,4 +1,4 @@
-"""Photon's Airflow hooks, operators and sensors (DESIGN §5).
+"""Photon's Airflow hooks, operators and sensors (docs/operations.md).
 
 Hooks turn Airflow connections into Photon's clients (the registry, the
 object store) and settings; the work itself is in :mod:`photon.ops`, which

@@ -1,4 +1,4 @@
-"""The IdRegistry on a ZooKeeper ensemble, through kazoo (DESIGN §3).
+"""The IdRegistry on a ZooKeeper ensemble, through kazoo (docs/ARCHITECTURE.md).
 
 ``IdRegistry.connect(hosts, root)`` gives a client that registers event ids
 at most once across every pipeline (batched conditional ``multi`` commits

@@ -1,4 +1,4 @@
-"""Event ids: ``"<server_ipv4>:<pid>:<ts_us>"`` (DESIGN §2).
+"""Event ids: ``"<server_ipv4>:<pid>:<ts_us>"`` (docs/ARCHITECTURE.md).
 
 An id names the server process that logged the event and the event's time in
 microseconds since the epoch; that time drives sharding, GC and the log-file

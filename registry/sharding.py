@@ -1,4 +1,4 @@
-"""Time-based sharding of event ids across sharding epochs (DESIGN §3).
+"""Time-based sharding of event ids across sharding epochs (docs/ARCHITECTURE.md).
 
 An id's shard is ``stable_hash(id) % shards`` where ``shards`` is the count of
 the *epoch* that contains the id's timestamp. Epochs are ``[start_us, next

@@ -39,7 +39,7 @@ def driver_java_options(pipeline: PipelineSettings) -> str:
 
 
 def use_project_interpreter() -> None:
-    # Executors must run this interpreter: it has the project and pyarrow (DESIGN §7).
+    # Executors must run this interpreter: it has the project and pyarrow (docs/deploy.md).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 

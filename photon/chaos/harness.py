@@ -131,7 +131,7 @@ FAULT_KINDS = (
     "crash_after_commit",
 )
 
-#: The acceptance bounds of issue 6 for the returning DC.
+#: The bounds docs/chaos.md sets for the returning DC.
 MIN_CATCH_UP_SPEED_X = 5.0
 MAX_WASTED_SHARE = 0.10
 
@@ -212,7 +212,7 @@ class ChaosReport:
     seconds: float = 0.0
 
     def checks(self) -> dict[str, bool]:
-        """Issue 6's acceptance points, as this run shows them."""
+        """The acceptance checks of docs/chaos.md, as this run shows them."""
         struck = {f.kind for f in self.faults if f.struck}
         zk = next((f for f in self.faults if f.kind == "zookeeper_leader"), None)
         catch = self.catch_up

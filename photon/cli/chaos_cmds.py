@@ -1,4 +1,4 @@
-"""``photon chaos``: the live two-DC stream joined while faults strike (issue 6)."""
+"""``photon chaos``: the live two-DC stream joined while faults strike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Record types and the line decoder for the query and click logs (DESIGN §2).
+"""Record types and the line decoder for the query and click logs (docs/ARCHITECTURE.md).
 
 A log line is one UTF-8 JSON object. A query needs ``query_id``; a click needs
 ``click_id`` and ``query_id``; both ids must be canonical event ids. Every

@@ -1,4 +1,4 @@
-"""The join of the Photon paper, as plain functions over batches (DESIGN §4).
+"""The join of the Photon paper, as plain functions over batches (docs/join.md).
 
 Spark only wires these together (``spark_apps/``); everything here runs, and
 is tested, without Spark:

@@ -1,4 +1,4 @@
-"""The joiner: one micro-batch of click lines, joined at most once (DESIGN §4).
+"""The joiner: one micro-batch of click lines, joined at most once (docs/join.md).
 
 For a batch of click log lines (plus the retry store's due clicks) the driver:
 

@@ -3,7 +3,7 @@
 Started as ``redis-server`` with its configuration on the command line: bound
 to the stack's loopback address, no persistence (the cache is best-effort and
 rebuilt from the logs), and a memory bound with ``allkeys-lru`` eviction, the
-LRU-bounded cache of DESIGN §4. Healthy when it answers PING.
+LRU-bounded cache of docs/ARCHITECTURE.md. Healthy when it answers PING.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The S3 endpoint on loopback: a real ``minio`` server when one is on PATH,
-otherwise ``moto_server`` (DESIGN §7: no MinIO binary can be had from the
+otherwise ``moto_server`` (docs/ARCHITECTURE.md; no MinIO binary can be had from the
 registries here). Both are reached through the same boto3/minio code.
 
 moto keeps objects in memory: restarting it loses them, which is fine for a
