@@ -275,7 +275,7 @@ class Joiner(GroupJoiner):
                 return None  # a crashed streaming batch: Spark replays it first
             if unfinished:
                 return self._process(unfinished[0], [], with_retries=True)
-            if not self.retries.due(self.clock(), 1):
+            if not self.retries.due(self.clock(), 1, self._reader_progress_now()):
                 return None
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
             return self._process(batch, [], with_retries=True)
@@ -312,10 +312,7 @@ class Joiner(GroupJoiner):
     ) -> BatchReport:
         started = time.perf_counter()
         start = self.retries.begin_batch(
-            batch,
-            self.clock(),
-            self.reader_progress() if self.reader_progress is not None else NO_READER,
-            self.join_groups,
+            batch, self.clock(), self._reader_progress_now(), self.join_groups
         )
         now = start.now_us  # a replay decides with its first try's clock and reader progress
         report = BatchReport(batch=batch, lines=len(lines))
@@ -331,7 +328,7 @@ class Joiner(GroupJoiner):
             key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
             report.objects.append(key or "")
         if with_retries:
-            self._add_due_retries(clicks, now, report)
+            self._add_due_retries(clicks, now, start.reader_progress_us, report)
         planned = time.perf_counter()
         outcomes = self.run_groups(self._split(batch, start, clicks)) if clicks else []
         joined = time.perf_counter()
@@ -390,9 +387,16 @@ class Joiner(GroupJoiner):
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
 
         read_past = self._read_past(not_found, start.reader_progress_us)
+        # A click whose query the reader had not read yet is tried again once it has.
+        wake = {
+            c.line.click_id: c.event.query_id.ts_us
+            for c in not_found
+            if c.event.query_id.ts_us > start.reader_progress_us
+        }
         deferred, expired = self.retries.defer(
-            (c.line for c in not_found), now, may_expire=read_past.__contains__
-        )
+            (c.line for c in not_found), now, may_expire=read_past.__contains__,
+            wake_at_progress=wake,
+        )  # fmt: skip
         report.behind_reader = sum(
             1 for c in deferred if c.click_id not in read_past and self.retries.past_limits(c, now)
         )
@@ -440,9 +444,14 @@ class Joiner(GroupJoiner):
             )
         return list(clicks.values()), quarantined
 
-    def _add_due_retries(self, clicks: list[JoinClick], now: int, report: BatchReport) -> None:
+    def _reader_progress_now(self) -> int:
+        return self.reader_progress() if self.reader_progress is not None else NO_READER
+
+    def _add_due_retries(
+        self, clicks: list[JoinClick], now: int, progress_us: int, report: BatchReport
+    ) -> None:
         present = {c.line.click_id for c in clicks}
-        for item in self.retries.due(now, self.max_retries_per_batch):
+        for item in self.retries.due(now, self.max_retries_per_batch, progress_us):
             if item.click_id in present:
                 continue  # the same click came again in this batch's lines
             clicks.append(JoinClick(decode_click(item.raw), item, True))

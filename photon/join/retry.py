@@ -18,7 +18,7 @@ the store is transactional, so a failed call changes nothing.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS retries (
     offset INTEGER NOT NULL,
     first_seen_us INTEGER NOT NULL,
     attempts INTEGER NOT NULL,
-    due_us INTEGER NOT NULL
+    due_us INTEGER NOT NULL,
+    wake_progress_us INTEGER
 );
 CREATE INDEX IF NOT EXISTS retries_due ON retries (due_us);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -88,6 +89,12 @@ class RetryStore:
         for column in ("now_us", "reader_progress_us", "shard_groups"):
             if column not in columns:
                 self._db.execute(f"ALTER TABLE open_batches ADD COLUMN {column} INTEGER")
+        if "wake_progress_us" not in {r[1] for r in self._db.execute("PRAGMA table_info(retries)")}:
+            self._db.execute("ALTER TABLE retries ADD COLUMN wake_progress_us INTEGER")
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS retries_wake ON retries (wake_progress_us) "
+            "WHERE wake_progress_us IS NOT NULL"
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -103,8 +110,14 @@ class RetryStore:
         clicks: Iterable[PendingClick],
         now_us: int,
         may_expire: Callable[[str], bool] = lambda click_id: True,
+        wake_at_progress: Mapping[str, int] | None = None,
     ) -> tuple[list[PendingClick], list[PendingClick]]:
         """Schedule each click again; returns (deferred, expired).
+
+        A click is due at its backoff's end, or, when ``wake_at_progress`` names it,
+        as soon as the DC's query reader has read that far (its query's time): a click
+        tried before its reader read its query is tried again once it has, not when a
+        timer that knows nothing of the reader runs out (:meth:`due`).
 
         Expired clicks, past both the attempt and the age limits and allowed by
         ``may_expire`` (the DC's query reader has read far enough past them), are left as
@@ -129,8 +142,10 @@ class RetryStore:
                     expired.append(current)
                     continue
                 self._db.execute(
-                    "INSERT INTO retries VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (click_id) "
-                    "DO UPDATE SET attempts = excluded.attempts, due_us = excluded.due_us",
+                    "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
+                    "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
+                    "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us",
                     (
                         click.click_id,
                         click.raw,
@@ -139,6 +154,7 @@ class RetryStore:
                         first_seen,
                         attempts,
                         now_us + self.backoff_us(click.click_id, attempts),
+                        (wake_at_progress or {}).get(click.click_id),
                     ),
                 )
                 deferred.append(current)
@@ -159,9 +175,12 @@ class RetryStore:
         held = 0
         with self._transaction():
             for click in clicks:
+                # held for its preferred DC: the reader's progress wakes it no earlier
                 self._db.execute(
-                    "INSERT INTO retries VALUES (?, ?, ?, ?, ?, 0, ?) ON CONFLICT (click_id) "
-                    "DO UPDATE SET due_us = max(due_us, excluded.due_us)",
+                    "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
+                    "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, 0, ?, NULL) "
+                    "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
+                    "wake_progress_us = NULL",
                     (click.click_id, click.raw, click.file, click.offset, now_us, until_us),
                 )
                 held += 1
@@ -176,8 +195,9 @@ class RetryStore:
         with self._transaction():
             for click in clicks:
                 self._db.execute(
-                    "INSERT INTO retries VALUES (?, ?, ?, ?, ?, 0, ?) ON CONFLICT (click_id) "
-                    "DO UPDATE SET due_us = min(due_us, excluded.due_us)",
+                    "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
+                    "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, 0, ?, NULL) "
+                    "ON CONFLICT (click_id) DO UPDATE SET due_us = min(due_us, excluded.due_us)",
                     (
                         click.click_id,
                         click.raw,
@@ -193,12 +213,14 @@ class RetryStore:
     def click_ids(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT click_id FROM retries").fetchall()]
 
-    def due(self, now_us: int, limit: int) -> list[PendingClick]:
-        """Up to ``limit`` clicks due at ``now_us``, the longest-waiting first."""
+    def due(self, now_us: int, limit: int, reader_progress_us: int = -1) -> list[PendingClick]:
+        """Up to ``limit`` clicks due at ``now_us`` or woken by the query reader's progress
+        (:meth:`defer`), the longest-waiting first. A replay passes its first try's clock
+        and progress, and so takes the same clicks."""
         rows = self._db.execute(
             "SELECT click_id, raw, file, offset, first_seen_us, attempts FROM retries "
-            "WHERE due_us <= ? ORDER BY due_us, click_id LIMIT ?",
-            (now_us, limit),
+            "WHERE due_us <= ? OR wake_progress_us <= ? ORDER BY due_us, click_id LIMIT ?",
+            (now_us, reader_progress_us, limit),
         ).fetchall()
         return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 

@@ -10,6 +10,7 @@ variables that the settings accept, and no secret in the repository.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -27,6 +28,14 @@ from photon.settings import load_settings
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def only_the_compose_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container sees its compose variables alone, not the PHOTON_* of the shell here."""
+    for name in [k for k in os.environ if k.startswith("PHOTON_")]:
+        monkeypatch.delenv(name)
+
 
 COMPOSE = REPO / "docker-compose.yml"
 EXAMPLE = REPO / ".env.example"

@@ -125,3 +125,43 @@ def test_recovery_injects_clicks_due_at_a_time_and_never_delays_a_waiting_one(
     [injected] = [c for c in store.due(2 * S, 10) if c.click_id == click(2).click_id]
     assert injected.attempts == 0
     assert sorted(store.click_ids()) == sorted([click(1).click_id, click(2).click_id])
+
+
+def test_a_click_waiting_for_its_query_reader_is_due_once_the_reader_reads_that_far(
+    store: RetryStore,
+) -> None:
+    store.defer([click(1)], now_us=100 * S, wake_at_progress={click(1).click_id: 50 * S})
+    store.defer([click(2)], now_us=100 * S)  # its reader had read its query: the timer only
+    assert store.due(100 * S, 10, reader_progress_us=50 * S - 1) == []
+    [woken] = store.due(100 * S, 10, reader_progress_us=50 * S)  # long before its backoff
+    assert woken.click_id == click(1).click_id and woken.attempts == 1
+    # tried again and not found, with its reader past its query: back on the timer alone
+    store.defer([click(1)], now_us=100 * S)
+    assert store.due(100 * S, 10, reader_progress_us=90 * S) == []
+    assert len(store.due(102 * S, 10, reader_progress_us=90 * S)) == 2
+
+
+def test_a_held_click_is_not_woken_by_the_reader_before_its_grace_ends(store: RetryStore) -> None:
+    store.defer([click(1)], now_us=100 * S, wake_at_progress={click(1).click_id: 50 * S})
+    store.hold([click(1)], now_us=100 * S, until_us=110 * S)
+    assert store.due(105 * S, 10, reader_progress_us=60 * S) == []
+    assert len(store.due(110 * S, 10, reader_progress_us=60 * S)) == 1
+
+
+def test_a_store_made_before_clicks_waited_for_the_reader_still_opens(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE retries (click_id TEXT PRIMARY KEY, raw BLOB NOT NULL, file TEXT NOT NULL,"
+        " offset INTEGER NOT NULL, first_seen_us INTEGER NOT NULL, attempts INTEGER NOT NULL,"
+        " due_us INTEGER NOT NULL)"
+    )
+    db.execute("INSERT INTO retries VALUES (?, x'7b7d', 'c.log', 0, 0, 1, 5)", (click(1).click_id,))
+    db.commit()
+    db.close()
+    store = RetryStore(path, POLICY)
+    assert [c.click_id for c in store.due(5, 10)] == [click(1).click_id]  # kept, on its timer
+    store.defer([click(2)], now_us=0, wake_at_progress={click(2).click_id: 9})
+    assert [c.click_id for c in store.due(0, 10, reader_progress_us=9)] == [click(2).click_id]
