@@ -84,17 +84,20 @@ class RetryStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
-        columns = {r[1] for r in self._db.execute("PRAGMA table_info(open_batches)")}
-        # a store made before they existed
-        for column in ("now_us", "reader_progress_us", "shard_groups"):
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE open_batches ADD COLUMN {column} INTEGER")
-        if "wake_progress_us" not in {r[1] for r in self._db.execute("PRAGMA table_info(retries)")}:
-            self._db.execute("ALTER TABLE retries ADD COLUMN wake_progress_us INTEGER")
+        # a store made before these columns existed
+        self._add_columns("open_batches", ("now_us", "reader_progress_us", "shard_groups"))
+        self._add_columns("retries", ("wake_progress_us",))
         self._db.execute(
             "CREATE INDEX IF NOT EXISTS retries_wake ON retries (wake_progress_us) "
             "WHERE wake_progress_us IS NOT NULL"
         )
+
+    def _add_columns(self, table: str, columns: Sequence[str]) -> None:
+        """Add each of ``columns`` (nullable integers) that ``table`` lacks."""
+        present = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+        for column in columns:
+            if column not in present:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER")
 
     def close(self) -> None:
         self._db.close()
@@ -125,6 +128,7 @@ class RetryStore:
         removes them (:meth:`remove`), so a crash in between loses none. A click
         past the limits that may not expire yet is deferred like any other.
         """
+        wake = wake_at_progress or {}
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
         with self._transaction():
@@ -154,7 +158,7 @@ class RetryStore:
                         first_seen,
                         attempts,
                         now_us + self.backoff_us(click.click_id, attempts),
-                        (wake_at_progress or {}).get(click.click_id),
+                        wake.get(click.click_id),
                     ),
                 )
                 deferred.append(current)
