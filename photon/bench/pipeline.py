@@ -105,10 +105,12 @@ class PhaseFigures:
 class ObjectWatcher:
     """Lists ``joined/`` every ``period_s`` and notes when each key was first seen.
 
-    Objects are ``joined/dc=<dc>/<attempt>/<batch>.parquet`` where the batch is
-    12 digits or ``retry-`` and 12 digits: two series a folder whose keys only
-    grow, so each poll lists each series after its last key seen and costs
-    the new keys, not the whole prefix.
+    Objects are ``joined/dc=<dc>/<attempt>/<batch>[.g<group>].parquet`` where the
+    batch is 12 digits or ``retry-`` and 12 digits: two series a folder whose
+    batches only grow (a batch's groups are written by parallel tasks, in any
+    order, but all of them before the next batch starts). So each poll lists
+    each series from its newest batch seen on and costs that batch's and the
+    new keys, not the whole prefix.
     """
 
     def __init__(self, store: ObjectStore, prefix: str = "joined/", period_s: float = 0.2) -> None:
@@ -139,12 +141,19 @@ class ObjectWatcher:
         for dc_folder in self.store.folders(self.prefix):
             for attempt_folder in self.store.folders(dc_folder):
                 for series in (f"{attempt_folder}0", f"{attempt_folder}retry-"):
-                    after = self._last.get(series, "")
+                    after = _batch_stem(self._last.get(series, ""))
                     keys = list(self.store.keys(series, start_after=after))
                     listed_at = time.time_ns() // 1000  # after the listing: surely visible
                     for key in keys:
                         self.first_seen_us.setdefault(key, listed_at)
                         self._last[series] = key
+
+
+def _batch_stem(key: str) -> str:
+    """The key up to its batch (``…/000000000005`` of ``…/000000000005.g001.parquet``):
+    it sorts before every object of that batch, so a listing after it sees them all."""
+    folder, _, name = key.rpartition("/")
+    return f"{folder}/{name.split('.', 1)[0]}" if name else key
 
 
 def _percentile(values: list[float], q: float) -> float | None:

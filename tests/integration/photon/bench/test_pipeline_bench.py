@@ -36,3 +36,26 @@ def test_the_watcher_sees_every_object_of_both_series_once(local_stack: LocalSta
     assert set(watcher.first_seen_us) == {*written, "joined/dc=a/a-1/unforeseen.parquet"}
     for key, put_us in written.items():  # seen after the write began, within a few polls
         assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
+
+
+def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(local_stack: LocalStack) -> None:
+    """Parallel tasks write a batch's groups in any order: a group written after a later
+    group of its batch was listed is still seen at once, not only at the watcher's end."""
+    settings = local_stack.settings
+    client = s3_client(settings.s3_endpoint_url, settings.s3)
+    bucket = f"photon-w-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    store = ObjectStore(client, bucket)
+    written: dict[str, int] = {}
+    with ObjectWatcher(store, period_s=0.05) as watcher:
+        for n in range(3):
+            for group in (2, 0, 1):  # the last group first
+                key = f"joined/dc=a/a-1/{n:012d}.g{group:03d}.parquet"
+                written[key] = time.time_ns() // 1000
+                store.put(key, b"x")
+                time.sleep(0.3)  # several polls between two groups of a batch
+        time.sleep(0.5)
+        seen_while_running = dict(watcher.first_seen_us)
+    assert set(seen_while_running) == set(written)
+    for key, put_us in written.items():
+        assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
