@@ -72,6 +72,13 @@ class JoinClick:
     line: PendingClick
     from_retry: bool
     ours: bool = False  # registered with this batch's token by a crashed try of it
+    #: A retried click's query is searched in the logs when the cache lacks it only on
+    #: the tries the joiner names (:meth:`photon.join.joiner.Joiner.logs_due`).
+    search_logs: bool = True
+
+
+#: The progress a joiner without a query reader to wait for works with: past every time.
+NO_READER = 2**62
 
 
 @dataclass(slots=True)
@@ -83,6 +90,9 @@ class GroupWork:
     now_us: int
     replay: bool
     clicks: list[JoinClick]
+    #: The DC's query reader had provably read every query up to this time when the
+    #: batch began (recorded with it, so a replay searches as its first try did).
+    reader_progress_us: int = NO_READER
 
 
 @dataclass(slots=True)
@@ -185,7 +195,7 @@ class GroupJoiner:
         else:  # a held click is looked up when it comes back, not now
             pending = self._hold_for_preferred_dc(work.clicks, now, out)
             pending, too_old = self._skip_registered(work.batch, pending, False, out)
-        found = self._find_queries(pending, now, out)
+        found = self._find_queries(pending, now, work.reader_progress_us, out)
 
         to_register: list[tuple[JoinClick, dict[str, Any]]] = []
         for click in pending:
@@ -322,7 +332,7 @@ class GroupJoiner:
         return now - click.event.click_id.ts_us >= self.affinity_max_age_us
 
     def _find_queries(
-        self, clicks: list[JoinClick], now: int, out: GroupOutcome
+        self, clicks: list[JoinClick], now: int, reader_progress_us: int, out: GroupOutcome
     ) -> dict[str, QueryEvent]:
         wanted = {str(c.event.query_id): c.event.query_id for c in clicks}
         if not wanted:
@@ -330,10 +340,8 @@ class GroupJoiner:
         found: dict[str, QueryEvent] = {}
         self._from_cache(wanted, found)
         missing = [q for q in wanted if q not in found]
-        fresh = self._fresh_on_first_sight(clicks, now)
-        # A fresh query a healthy cache lacks was not read yet: the logs cannot
-        # have it either (the query reader caches every query before it maps it).
-        searched = missing if not self.cache.available else [q for q in missing if q not in fresh]
+        skipped = self._logs_skipped(clicks, now, reader_progress_us)
+        searched = missing if not self.cache.available else [q for q in missing if q not in skipped]
         out.counts["logs_skipped"] = len(missing) - len(searched)
         if out.counts["logs_skipped"]:
             metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped_fresh").inc(out.counts["logs_skipped"])
@@ -360,23 +368,33 @@ class GroupJoiner:
             if query is not None:
                 found[query_id] = query
 
-    def _fresh_on_first_sight(self, clicks: list[JoinClick], now: int) -> set[str]:
-        """Queries younger than ``skip_fresh_logs_s`` asked for only on clicks' first sight.
+    def _logs_skipped(self, clicks: list[JoinClick], now: int, reader_progress_us: int) -> set[str]:
+        """Queries not to search in the logs if the cache lacks them.
 
-        If the cache lacks one, the query reader has not read it yet: the logs
-        need not be searched, and the click retries (its retry searches them).
+        * Past the query reader's progress: it has not provably read every query
+          that old, and it caches a query before it maps it.
+        * Younger than ``skip_fresh_logs_s``, asked for only on clicks' first
+          sight (without a reader's progress, the one sign there is).
+        * Asked for only by retries the joiner did not name for a search: the
+          query is late (the reader is past its time), and when it comes the
+          reader caches it; the logs only matter if the cache lost it since.
+
+        The click retries, and a later retry searches the logs.
         """
-        if not self.skip_fresh_logs_us:
-            return set()
-        fresh: set[str] = set()
+        skipped: set[str] = set()
         searched: set[str] = set()
         for click in clicks:
             query_id = click.event.query_id
-            if click.from_retry or now - query_id.ts_us >= self.skip_fresh_logs_us:
-                searched.add(str(query_id))
+            fresh = (
+                self.skip_fresh_logs_us
+                and not click.from_retry
+                and now - query_id.ts_us < self.skip_fresh_logs_us
+            )
+            if fresh or query_id.ts_us > reader_progress_us or not click.search_logs:
+                skipped.add(str(query_id))
             else:
-                fresh.add(str(query_id))
-        return fresh - searched
+                searched.add(str(query_id))
+        return skipped - searched
 
     def _wait_for_reader(self, first_sight: set[str], found: dict[str, QueryEvent]) -> float:
         """Wait (at most ``reader_wait_s``) while the query reader is behind this batch.

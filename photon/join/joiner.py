@@ -39,7 +39,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -57,6 +57,7 @@ from photon.join.adapter import Adapter
 from photon.join.cache import CacheEventStore
 from photon.join.group import (
     GROUP_COUNTS,
+    NO_READER,
     GroupJoiner,
     GroupOutcome,
     GroupWork,
@@ -127,9 +128,6 @@ class BatchReport:
             )
         }
 
-
-#: The progress a joiner without a query reader to wait for works with: past every time.
-NO_READER = 2**62
 
 #: Latencies kept for the run's percentiles (the newest, when there are more).
 _LATENCY_SAMPLE = 200_000
@@ -347,7 +345,14 @@ class Joiner(GroupJoiner):
         for click in clicks:
             groups[self.group_of(click, start.groups)].append(click)
         return [
-            GroupWork(batch, part_name(batch, n, start.groups), start.now_us, start.replay, group)
+            GroupWork(
+                batch,
+                part_name(batch, n, start.groups),
+                start.now_us,
+                start.replay,
+                group,
+                start.reader_progress_us,
+            )
             for n, group in enumerate(groups)
             if group
         ]
@@ -419,10 +424,13 @@ class Joiner(GroupJoiner):
         reader that is stopped, slow or behind never turns a joinable click
         unjoinable, and a query shipped up to that long after its click is found.
         """
-        margin_us = max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
+        margin_us = self._read_past_margin_us()
         return {
             c.line.click_id for c in clicks if c.event.click_id.ts_us + margin_us <= progress_us
         }
+
+    def _read_past_margin_us(self) -> int:
+        return max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
 
     def _decode(
         self, lines: Sequence[LogLine], report: BatchReport
@@ -454,8 +462,26 @@ class Joiner(GroupJoiner):
         for item in self.retries.due(now, self.max_retries_per_batch, progress_us):
             if item.click_id in present:
                 continue  # the same click came again in this batch's lines
-            clicks.append(JoinClick(decode_click(item.raw), item, True))
+            event = decode_click(item.raw)
+            search_logs = self.logs_due(item, event.click_id.ts_us, now, progress_us)
+            clicks.append(JoinClick(event, item, True, search_logs=search_logs))
             report.retries_due += 1
+
+    def logs_due(self, click: PendingClick, click_ts_us: int, now: int, progress_us: int) -> bool:
+        """Whether this try of a retried click searches the logs if the cache lacks its query.
+
+        After its 1st, 2nd, 4th, 8th… try, and on the try that may declare it
+        unjoinable. A late query is cached when the reader reads it, so most tries
+        need only the cache (one ``MGET``); the searches find a query the cache
+        lost (a Redis restart, an eviction), and no click is given up on before
+        its logs were searched.
+        """
+        tried = click.attempts
+        if tried & (tried - 1) == 0:  # a power of two (or 0: never tried)
+            return True
+        last_try = replace(click, attempts=tried + 1)
+        margin_us = self._read_past_margin_us()
+        return self.retries.past_limits(last_try, now) and click_ts_us + margin_us <= progress_us
 
     def _count(self, report: BatchReport) -> None:
         for outcome in (

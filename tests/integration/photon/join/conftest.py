@@ -109,6 +109,7 @@ def make_dc(
         reader_wait_s: float = 0.0,
         sleep: Callable[[float], None] = lambda _: None,
         join_groups: int = 3,
+        reader_attempt: str | None = None,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -149,7 +150,10 @@ def make_dc(
             affinity_grace_s=affinity_grace_s,
             affinity_max_age_s=affinity_max_age_s,
             skip_fresh_logs_s=skip_fresh_logs_s,
-            reader_progress=lambda: read_progress(reader_state),
+            # Its own query reader's progress, or another attempt's (that one read the queries).
+            reader_progress=lambda: read_progress(
+                tmp_path / "state" / dc / (reader_attempt or attempt) / "query-reader"
+            ),
             query_window_us=W_US,
             reader_wait_s=reader_wait_s,
             clock=clock,

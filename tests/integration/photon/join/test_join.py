@@ -24,7 +24,7 @@ from photon.stack.ports import free_ports
 from photon.storage import ObjectStore
 from registry import IdRegistry
 
-from .conftest import Clock, DcParts, MakeDc, batches
+from .conftest import FILE_IDLE_US, Clock, DcParts, MakeDc, batches
 
 pytestmark = pytest.mark.integration
 
@@ -97,12 +97,12 @@ def run_dc(parts: DcParts, root: Path, clock: Clock, *, clicks_first: bool) -> N
     drain(parts, clock, step_s=5)
 
 
-def drain(parts: DcParts, clock: Clock, step_s: float = 10) -> None:
-    """Retry passes, the reader looking at its files before each (as its app does between
-    batches), until nothing is pending."""
+def drain(parts: DcParts, clock: Clock, step_s: float = 10, reader: DcParts | None = None) -> None:
+    """Retry passes, the reader (its own, or ``reader``'s) looking at its files before
+    each (as its app does between batches), until nothing is pending."""
     for _ in range(100):
         clock.now_us += int(step_s * S)
-        parts.reader.publish_progress()
+        (reader or parts).reader.publish_progress()
         parts.joiner.process_retries()
         if parts.retries.pending() == 0:
             return
@@ -194,8 +194,11 @@ def test_a_fresh_query_the_cache_lacks_is_searched_in_the_logs_on_the_retry(
     clock = Clock(START_US + 10 * S)
     closed_port = free_ports(1)[0]
     dead_cache = f"redis://127.0.0.1:{closed_port}/0"
-    read_every_query(make_dc("a", root, clock, redis_url=dead_cache, attempt="reader"), root)
-    a = make_dc("a", root, clock, skip_fresh_logs_s=3600)
+    reader = make_dc("a", root, clock, redis_url=dead_cache, attempt="reader")
+    read_every_query(reader, root)
+    clock.now_us += FILE_IDLE_US  # its files went idle: it has provably read every query
+    reader.reader.publish_progress()
+    a = make_dc("a", root, clock, skip_fresh_logs_s=3600, reader_attempt="reader")
     clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
 
     first = a.joiner.process(f"{0:012d}", clicks)
@@ -208,6 +211,69 @@ def test_a_fresh_query_the_cache_lacks_is_searched_in_the_logs_on_the_retry(
         clock.now_us += 5 * S
         a.joiner.process_retries()
     check_exactly_once(store, manifest)
+
+
+def test_the_logs_are_searched_for_a_query_only_once_the_reader_is_past_it(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """A query the cache lacks and the reader may not have read yet is not in the
+    log-file map either: retries ask the cache alone until the reader's progress
+    passes the query, then search the logs (the cache lost what the reader put)."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    dead_cache = f"redis://127.0.0.1:{free_ports(1)[0]}/0"
+    reader = make_dc("a", root, clock, redis_url=dead_cache, attempt="reader")
+    read_every_query(reader, root)  # its files still grow, as far as it knows: progress waits
+    a = make_dc("a", root, clock, reader_attempt="reader")
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+
+    first = a.joiner.process(f"{0:012d}", clicks)
+    clock.now_us += 5 * S
+    retry = a.joiner.process_retries()
+    assert retry is not None and retry.reader_progress_us < START_US
+    for report in (first, retry):  # every query is past the reader's progress
+        assert report.cache_misses > 0 and report.logs_skipped == report.cache_misses
+        assert (report.from_logs, report.joined) == (0, 0)
+
+    clock.now_us += FILE_IDLE_US  # the reader's files went idle: it has read every query
+    reader.reader.publish_progress()
+    after = a.joiner.process_retries()
+    assert after is not None and after.reader_progress_us > START_US + 2 * S
+    assert after.from_logs > 0 and after.logs_skipped == 0
+    drain(a, clock, step_s=5, reader=reader)
+    check_exactly_once(store, manifest)
+    check_unjoinable_once(store, manifest)
+
+
+def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """Retries of a click whose query is late ask the cache each time, but search the
+    logs only after the 1st, 2nd, 4th… try and on the try that gives it up."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US  # its files went idle: the reader is past every query
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{0:012d}", clicks)
+    lost = len(manifest.never_joinable)
+    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
+    tries: list[tuple[int, bool, int]] = []  # (tries before, logs searched, given up)
+    for n in range(1, 30):
+        clock.now_us += 5 * S
+        a.reader.publish_progress()
+        report = a.joiner.process_retries()
+        assert report is not None and report.cache_misses == lost
+        assert report.logs_skipped in (0, lost)  # all of them, or none: they share a schedule
+        tries.append((n, report.logs_skipped == 0, report.unjoinable))
+        if report.unjoinable:
+            break
+    *waiting, (last, searched_last, given_up) = tries
+    assert searched_last and given_up == lost and last & (last - 1)  # not a doubling try
+    assert [n for n, searched, _ in waiting if searched] == [1, 2, 4]
+    check_unjoinable_once(store, manifest)
 
 
 def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
