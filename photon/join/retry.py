@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from photon.settings import RetrySettings
 from registry.sharding import stable_hash
@@ -73,6 +74,12 @@ class PendingClick:
     offset: int
     first_seen_us: int = 0
     attempts: int = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # As a constructor call: pickled by the C pickler, not field by field (shipped
+        # to and from Spark tasks by every batch).
+        where = (self.file, self.offset, self.first_seen_us, self.attempts)
+        return (PendingClick, (self.click_id, self.raw, *where))
 
 
 class RetryStore:
