@@ -354,7 +354,7 @@ class GroupJoiner:
         searched = missing if not self.cache.available else [q for q in missing if q not in skipped]
         out.counts["logs_skipped"] = len(missing) - len(searched)
         if out.counts["logs_skipped"]:
-            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped_fresh").inc(out.counts["logs_skipped"])
+            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(out.counts["logs_skipped"])
         from_logs = 0
         if searched:
             if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
