@@ -12,7 +12,10 @@ root, bucket and cache keys of its own:
   has its ``joined_at_us``; ``sustained_joined_per_s`` is the rate over the
   middle 90% of them (5th to 95th percentile of ``joined_at_us``): the rate
   while the backlog drains, without the start-up ramp and the tail of
-  retried clicks; ``joined_per_s`` is over the whole span, first to last;
+  retried clicks; ``joined_per_s`` is over the whole span, first to last.
+  A batch stamps its clicks with its start, so a backlog joined in one or two
+  retry passes has no span: ``joined_per_batch_s`` is the rate over the
+  joiners' batch time instead (the busiest DC's);
 * **latency**: ad servers write live at a fixed click rate while the apps
   run, and a watcher lists ``joined/`` in the bucket every 0.2 s. A click's
   latency is from its timestamp to the first listing that shows its object
@@ -380,6 +383,7 @@ def run(
             "run_s": round(burst.seconds, 1),
             "joined_per_s": round(burst.joined / span_s) if span_s > 0 else 0,
             "sustained_joined_per_s": round(sustained),
+            "joined_per_batch_s": round(_batch_rate(burst)),
         },
         "latency": latency,
         "knee": {
@@ -465,6 +469,14 @@ def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:
         "warm_up_latency_p50_s": _round(_percentile(warm_up, 0.5)),
         "warm_up_latency_p90_s": _round(_percentile(warm_up, 0.9)),
     }
+
+
+def _batch_rate(phase: PhaseFigures) -> float:
+    """Joined clicks per second the joiners spent in batches, the DCs side by side: the
+    join's own rate, start-up and idle waits apart (the busiest joiner's batch time)."""
+    seconds = max((float(a.get("batch_seconds", 0.0)) for a in phase.apps if a["app"] == JOINER),
+                  default=0.0)  # fmt: skip
+    return phase.joined / seconds if seconds > 0 else 0.0
 
 
 def _wasted_share(phase: PhaseFigures) -> float:

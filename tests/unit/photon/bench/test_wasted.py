@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from photon.bench.pipeline import PhaseFigures, _wasted_share
+from photon.bench.pipeline import PhaseFigures, _batch_rate, _wasted_share
 
 pytestmark = pytest.mark.unit
 
@@ -17,3 +17,16 @@ def test_wasted_is_the_share_of_register_attempts_another_dc_had_won() -> None:
     )
     assert _wasted_share(phase) == pytest.approx(100 / 2_000)
     assert _wasted_share(PhaseFigures()) == 0.0  # nothing registered: nothing wasted
+
+
+def test_the_batch_rate_is_the_output_over_the_busiest_joiner_s_batch_time() -> None:
+    phase = PhaseFigures(
+        joined=48_000,
+        apps=[
+            {"app": "joiner", "dc": "a", "batch_seconds": 6.0},
+            {"app": "joiner", "dc": "b", "batch_seconds": 8.0},  # side by side: the longer
+            {"app": "query-reader", "dc": "a", "batch_seconds": 60.0},  # not the join's
+        ],
+    )
+    assert _batch_rate(phase) == pytest.approx(6_000.0)
+    assert _batch_rate(PhaseFigures(joined=5)) == 0.0  # no joiner ran a batch
