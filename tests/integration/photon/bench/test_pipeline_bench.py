@@ -15,12 +15,17 @@ from photon.storage import ObjectStore
 pytestmark = pytest.mark.integration
 
 
-def test_the_watcher_sees_every_object_of_both_series_once(local_stack: LocalStack) -> None:
+@pytest.fixture
+def store(local_stack: LocalStack) -> ObjectStore:
+    """An empty bucket of its own."""
     settings = local_stack.settings
     client = s3_client(settings.s3_endpoint_url, settings.s3)
     bucket = f"photon-w-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
-    store = ObjectStore(client, bucket)
+    return ObjectStore(client, bucket)
+
+
+def test_the_watcher_sees_every_object_of_both_series_once(store: ObjectStore) -> None:
     written: dict[str, int] = {}
     with ObjectWatcher(store, period_s=0.05) as watcher:
         for n in range(6):
@@ -38,14 +43,9 @@ def test_the_watcher_sees_every_object_of_both_series_once(local_stack: LocalSta
         assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
 
 
-def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(local_stack: LocalStack) -> None:
+def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(store: ObjectStore) -> None:
     """Parallel tasks write a batch's groups in any order: a group written after a later
     group of its batch was listed is still seen at once, not only at the watcher's end."""
-    settings = local_stack.settings
-    client = s3_client(settings.s3_endpoint_url, settings.s3)
-    bucket = f"photon-w-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
-    store = ObjectStore(client, bucket)
     written: dict[str, int] = {}
     with ObjectWatcher(store, period_s=0.05) as watcher:
         for n in range(3):

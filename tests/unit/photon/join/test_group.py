@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from pyspark import cloudpickle
 
 from photon.events.records import decode_click
 from photon.join.group import JoinClick, _unwritten, part_name
@@ -35,6 +34,6 @@ def test_a_click_crosses_to_a_spark_task_and_back_unchanged() -> None:
     )
     line = PendingClick("10.0.0.1:42:1795516000000000", raw, "c.log", 128, 1795516001, 3)
     click = JoinClick(decode_click(raw), line, True, ours=True, search_logs=False)
-    again = pickle.loads(cloudpickle.dumps(click))  # noqa: S301 (bytes it just wrote)
+    again = pickle.loads(pickle.dumps(click))  # noqa: S301 (bytes it just wrote)
     assert again == click and again.line == line
     assert pickle.loads(pickle.dumps(line)) == line  # noqa: S301
