@@ -523,9 +523,16 @@ def _inject(
         holder: list[FaultRecord] = []
 
         def run_fault(
-            strike: Callable[[], FaultRecord] = strikes[name], holder: list[FaultRecord] = holder
+            strike: Callable[[], FaultRecord] = strikes[name],
+            holder: list[FaultRecord] = holder,
+            name: str = name,
         ) -> None:
-            holder.append(strike())
+            try:
+                holder.append(strike())
+            except Exception as exc:  # the report says which fault failed, and why
+                log.exception("chaos.fault_failed", fault=name)
+                error = f"{type(exc).__name__}: {exc}"
+                holder.append(FaultRecord(name, "raised", struck=False, detail={"error": error}))
 
         # Faults that last (an outage, a restart) run beside the ones that follow.
         thread = threading.Thread(target=run_fault, name=f"fault {name}", daemon=True)
@@ -675,6 +682,13 @@ def _zookeeper_leader(stack: LocalStack) -> str | None:
     return next((name for name, mode in modes.items() if mode == "leader"), None)
 
 
+@retry(stop=stop_after_delay(120), wait=wait_fixed(1), reraise=True)
+def _bring_up(stack: LocalStack) -> None:
+    """Start what is not running and wait until the stack is healthy, asked again until
+    it is: a fault beside this one (the S3 server frozen) can fail a try."""
+    stack.up()
+
+
 def _restart(
     stack: LocalStack,
     service: str,
@@ -695,7 +709,7 @@ def _restart(
     while not until() and time.monotonic() < deadline:
         time.sleep(0.5)
     restarted_at = since()
-    stack.up()  # starts what is not running, waits until the stack is healthy
+    _bring_up(stack)
     return FaultRecord(
         kind or f"{service}_restart",
         service,
