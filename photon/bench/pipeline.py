@@ -474,9 +474,9 @@ def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:
 def _batch_rate(phase: PhaseFigures) -> float:
     """Joined clicks per second the joiners spent in batches, the DCs side by side: the
     join's own rate, start-up and idle waits apart (the busiest joiner's batch time)."""
-    seconds = max((float(a.get("batch_seconds", 0.0)) for a in phase.apps if a["app"] == JOINER),
-                  default=0.0)  # fmt: skip
-    return phase.joined / seconds if seconds > 0 else 0.0
+    seconds = [float(a.get("batch_seconds", 0.0)) for a in phase.apps if a["app"] == JOINER]
+    busiest = max(seconds, default=0.0)
+    return phase.joined / busiest if busiest > 0 else 0.0
 
 
 def _wasted_share(phase: PhaseFigures) -> float:
