@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import time
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -42,11 +46,18 @@ def status(
             raise typer.Exit(1)
         return
     snapshot = first
-    try:
-        with Live(render(snapshot), console=out, refresh_per_second=4, screen=False) as live:
-            while True:
-                time.sleep(interval)
-                snapshot = collect(settings, snapshot)
-                live.update(render(snapshot))
-    except KeyboardInterrupt:
-        pass
+    with Live(render(snapshot), console=out, refresh_per_second=4, screen=False) as live:
+
+        def leave(_signum: int, _frame: FrameType | None) -> None:
+            # Ctrl-C leaves at once, even mid-collection: unwinding a registry
+            # connection on a loaded machine kept the dashboard on screen for over
+            # 30 s. It holds nothing to save.
+            live.stop()
+            sys.stdout.flush()
+            os._exit(0)
+
+        signal.signal(signal.SIGINT, leave)
+        while True:
+            time.sleep(interval)
+            snapshot = collect(settings, snapshot)
+            live.update(render(snapshot))
