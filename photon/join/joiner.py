@@ -424,13 +424,12 @@ class Joiner(GroupJoiner):
         reader that is stopped, slow or behind never turns a joinable click
         unjoinable, and a query shipped up to that long after its click is found.
         """
-        margin_us = self._read_past_margin_us()
-        return {
-            c.line.click_id for c in clicks if c.event.click_id.ts_us + margin_us <= progress_us
-        }
+        return {c.line.click_id for c in clicks if self._reader_past(c.event, progress_us)}
 
-    def _read_past_margin_us(self) -> int:
-        return max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
+    def _reader_past(self, click: ClickEvent, progress_us: int) -> bool:
+        """Whether the reader has read far enough past ``click`` to give up on it."""
+        margin_us = max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
+        return click.click_id.ts_us + margin_us <= progress_us
 
     def _decode(
         self, lines: Sequence[LogLine], report: BatchReport
@@ -463,11 +462,11 @@ class Joiner(GroupJoiner):
             if item.click_id in present:
                 continue  # the same click came again in this batch's lines
             event = decode_click(item.raw)
-            search_logs = self.logs_due(item, event.click_id.ts_us, now, progress_us)
+            search_logs = self.logs_due(item, event, now, progress_us)
             clicks.append(JoinClick(event, item, True, search_logs=search_logs))
             report.retries_due += 1
 
-    def logs_due(self, click: PendingClick, click_ts_us: int, now: int, progress_us: int) -> bool:
+    def logs_due(self, click: PendingClick, event: ClickEvent, now: int, progress_us: int) -> bool:
         """Whether this try of a retried click searches the logs if the cache lacks its query.
 
         After its 1st, 2nd, 4th, 8th… try, and on the try that may declare it
@@ -479,9 +478,8 @@ class Joiner(GroupJoiner):
         tried = click.attempts
         if tried & (tried - 1) == 0:  # a power of two (or 0: never tried)
             return True
-        last_try = replace(click, attempts=tried + 1)
-        margin_us = self._read_past_margin_us()
-        return self.retries.past_limits(last_try, now) and click_ts_us + margin_us <= progress_us
+        last_try = replace(click, attempts=tried + 1)  # as the retry store will count it
+        return self.retries.past_limits(last_try, now) and self._reader_past(event, progress_us)
 
     def _count(self, report: BatchReport) -> None:
         for outcome in (

@@ -117,6 +117,8 @@ def make_dc(
         stores.append(retries)
         output = OutputWriter(store, dc, attempt)
         reader_state = tmp_path / "state" / dc / attempt / "query-reader"
+        # The joiner follows its own query reader, or another attempt's (that one read them).
+        progress_dir = tmp_path / "state" / dc / (reader_attempt or attempt) / "query-reader"
         reader = QueryReader(
             dc=dc,
             attempt=attempt,
@@ -150,10 +152,7 @@ def make_dc(
             affinity_grace_s=affinity_grace_s,
             affinity_max_age_s=affinity_max_age_s,
             skip_fresh_logs_s=skip_fresh_logs_s,
-            # Its own query reader's progress, or another attempt's (that one read the queries).
-            reader_progress=lambda: read_progress(
-                tmp_path / "state" / dc / (reader_attempt or attempt) / "query-reader"
-            ),
+            reader_progress=lambda: read_progress(progress_dir),
             query_window_us=W_US,
             reader_wait_s=reader_wait_s,
             clock=clock,
