@@ -97,6 +97,9 @@ class BatchReport:
     logs_skipped: int = 0
     reader_wait_s: float = 0.0
     held: int = 0
+    #: Retried clicks the driver kept back without a task: their query still not
+    #: cached, and this try not one that searches the logs (:meth:`Joiner._keep_back`).
+    kept_back: int = 0
     filtered: int = 0
     joined: int = 0
     wasted: int = 0
@@ -325,12 +328,15 @@ class Joiner(GroupJoiner):
         if quarantined:
             key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
             report.objects.append(key or "")
+        kept_back: list[JoinClick] = []
         if with_retries:
             self._add_due_retries(clicks, now, start.reader_progress_us, report)
+            if not start.replay:
+                clicks, kept_back = self._keep_back(clicks, report)
         planned = time.perf_counter()
         outcomes = self.run_groups(self._split(batch, start, clicks)) if clicks else []
         joined = time.perf_counter()
-        self._settle(batch, start, report, outcomes)
+        self._settle(batch, start, report, outcomes, kept_back)
         report.plan_s = round(planned - started, 3)
         report.groups_s = round(joined - planned, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
@@ -357,11 +363,51 @@ class Joiner(GroupJoiner):
             if group
         ]
 
+    def _keep_back(
+        self, clicks: list[JoinClick], report: BatchReport
+    ) -> tuple[list[JoinClick], list[JoinClick]]:
+        """(clicks for the groups, retried clicks kept back in the retry store).
+
+        A retried click whose query the cache still lacks, on a try that would not
+        search the logs (:meth:`logs_due`), would only be deferred again by its
+        group: the task's registry lookup and ``MGET`` would change nothing but the
+        registry's answer for a click another DC joined meanwhile, which a later try
+        reads. So one ``MGET`` here decides, and such clicks are deferred without a
+        task: a never-joinable click's tries until it may be given up on cost the
+        driver a cache key, not a Spark task each. A try that may expire the click
+        always searches the logs, so a kept-back click never expires here. Not in a
+        replay (a crashed try may have registered it: its group must see it), nor
+        while the cache is down (then every group searches the logs).
+        """
+        waiting = [c for c in clicks if c.from_retry and not c.search_logs]
+        if not waiting:
+            return clicks, []
+        # Redis down, before or during the MGET: the groups search the logs instead.
+        cache = self.cache
+        cached = cache.get_many(str(c.event.query_id) for c in waiting) if cache.available else None
+        if cached is None or not cache.available:
+            return clicks, []
+        kept = {c.line.click_id for c in waiting if str(c.event.query_id) not in cached}
+        if not kept:
+            return clicks, []
+        report.kept_back = len(kept)
+        report.cache_misses += len(kept)
+        report.logs_skipped += len(kept)
+        metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(len(kept))
+        go_on = [c for c in clicks if c.line.click_id not in kept]
+        return go_on, [c for c in waiting if c.line.click_id in kept]
+
     def _settle(
-        self, batch: str, start: BatchStart, report: BatchReport, outcomes: list[GroupOutcome]
+        self,
+        batch: str,
+        start: BatchStart,
+        report: BatchReport,
+        outcomes: list[GroupOutcome],
+        kept_back: list[JoinClick],
     ) -> None:
         """What the groups left: held and not-found clicks to the retry store, those
-        past its limits written as unjoinable first; then the batch is closed."""
+        past its limits written as unjoinable first; then the batch is closed.
+        Clicks the driver kept back are deferred like the groups' not-found ones."""
         now = start.now_us
         resolved: list[str] = []  # retry-store clicks settled by this batch
         held: list[PendingClick] = []
@@ -391,7 +437,9 @@ class Joiner(GroupJoiner):
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
 
+        # Only a click a group searched the logs for may expire: not one kept back.
         read_past = self._read_past(not_found, start.reader_progress_us)
+        not_found += kept_back
         # A click whose query the reader had not read yet is tried again once it has.
         wake = {
             c.line.click_id: c.event.query_id.ts_us

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from photon.events.records import ClickEvent, Stream, decode_line
+from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.output import decode
@@ -267,13 +267,56 @@ def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
         report = a.joiner.process_retries()
         assert report is not None and report.cache_misses == lost
         assert report.logs_skipped in (0, lost)  # all of them, or none: they share a schedule
-        tries.append((n, report.logs_skipped == 0, report.unjoinable))
+        searched = report.logs_skipped == 0
+        # A try that searches nothing is the driver's alone: one MGET, no group.
+        assert report.kept_back == (0 if searched or report.unjoinable else lost)
+        tries.append((n, searched, report.unjoinable))
         if report.unjoinable:
             break
     *waiting, (last, searched_last, given_up) = tries
     assert searched_last and given_up == lost and last & (last - 1)  # not a doubling try
     assert [n for n, searched, _ in waiting if searched] == [1, 2, 4]
     check_unjoinable_once(store, manifest)
+
+
+def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """The driver keeps a retried click back only while the cache lacks its query:
+    the try on which the query is cached sends it to its group, which joins it."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    a.joiner.process(f"{0:012d}", clicks)
+    late_query = sorted(manifest.never_joinable.values())[0]
+    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    lost = len(manifest.never_joinable)
+    for n in range(1, 5):  # tries 1, 2 and 4 search the logs; try 3 is the driver's alone
+        clock.now_us += 5 * S
+        a.reader.publish_progress()
+        report = a.joiner.process_retries()
+        assert report is not None and report.kept_back == (lost if n == 3 else 0)
+    # The late query comes before try 5: the reader caches it (a query line like any other).
+    template = next(
+        line
+        for line in batches(root / "a" / "queries", 1 << 20)[0]
+        if not isinstance(
+            decode_line(Stream.QUERIES, line.file, line.offset, line.raw), QuarantineRecord
+        )
+    )
+    raw = re.sub(rb'"query_id":"[^"]+"', f'"query_id":"{late_query}"'.encode(), template.raw)
+    a.joiner.cache.put_many({late_query: raw})
+    clock.now_us += 5 * S
+    a.reader.publish_progress()
+    report = a.joiner.process_retries()
+    assert report is not None and report.joined == len(late_clicks)
+    assert report.kept_back == lost - len(late_clicks)
+    joined = sorted(r["click_id"] for r in rows(store, "joined/") if r["click_id"] in late_clicks)
+    assert joined == late_clicks
 
 
 def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
