@@ -209,6 +209,7 @@ class Joiner(GroupJoiner):
         faults: FaultInjector = NO_FAULTS,
         join_groups: int = 1,
         run_groups: GroupRunner | None = None,
+        retry_pass_quiet_s: float = 0.0,
     ) -> None:
         super().__init__(
             dc=dc,
@@ -240,6 +241,12 @@ class Joiner(GroupJoiner):
             raise ValueError(f"join_groups must be at least 1, not {join_groups}")
         self.join_groups = join_groups
         self.run_groups: GroupRunner = run_groups or self._run_here
+        if retry_pass_quiet_s < 0:
+            raise ValueError(f"retry_pass_quiet_s must not be negative, not {retry_pass_quiet_s}")
+        #: A retry pass runs only once no streaming batch has brought lines for this
+        #: long, or the last one took as many retries as it may (see process_retries).
+        self.retry_pass_quiet_us = int(retry_pass_quiet_s * 1_000_000)
+        self._last_stream_batch: tuple[int, bool] | None = None  # (its clock, retries capped)
         self._lock = threading.Lock()
         self.totals = JoinerTotals()
         #: The registrations of this joiner's groups, wherever they ran (the driver's own
@@ -263,12 +270,20 @@ class Joiner(GroupJoiner):
         """
         with self._lock:
             self._settle_open_batches(current=batch)
-            return self._process(batch, lines, with_retries=True, truncations=truncations)
+            report = self._process(batch, lines, with_retries=True, truncations=truncations)
+            if lines:
+                capped = report.retries_due >= self.max_retries_per_batch
+                self._last_stream_batch = (self.clock(), capped)
+            return report
 
     def process_retries(self) -> BatchReport | None:
         """A pass over due retries alone (when no new clicks arrive); None if none are due.
 
-        A pass left open by a crash is run again under its own name first.
+        A pass left open by a crash is run again under its own name first. While
+        streaming batches bring lines, they take the due retries themselves, so a
+        pass waits until none has for ``retry_pass_quiet_s``, unless the last one
+        took as many retries as it may (more are due than batches take): a pass
+        between batches would hold the next batch back, and the new clicks with it.
         """
         with self._lock:
             unfinished = self.retries.unfinished_batches()
@@ -276,10 +291,19 @@ class Joiner(GroupJoiner):
                 return None  # a crashed streaming batch: Spark replays it first
             if unfinished:
                 return self._process(unfinished[0], [], with_retries=True)
+            if self._streaming():
+                return None
             if not self.retries.due(self.clock(), 1, self._reader_progress_now()):
                 return None
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
             return self._process(batch, [], with_retries=True)
+
+    def _streaming(self) -> bool:
+        """Whether streaming batches bring lines and take the due retries themselves."""
+        if self._last_stream_batch is None or not self.retry_pass_quiet_us:
+            return False
+        at, capped = self._last_stream_batch
+        return not capped and self.clock() - at < self.retry_pass_quiet_us
 
     def _settle_open_batches(self, current: str) -> None:
         """Before a streaming batch: replay a crashed retry pass; drop abandoned batches.

@@ -174,6 +174,8 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
             query_window_us=int(settings.log_file_map.window_s * 1_000_000),
             join_groups=max(1, settings.pipeline.join_groups),
+            # Two triggers without lines: the stream is quiet, retry passes take over.
+            retry_pass_quiet_s=2 * settings.pipeline.trigger_s,
             **options,
         )
         metrics.REGISTRY_CLIENTS.track(dc, app.joiner.register_counters)

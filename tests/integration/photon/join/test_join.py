@@ -319,6 +319,38 @@ def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
     assert joined == late_clicks
 
 
+def test_retry_passes_wait_while_streaming_batches_take_the_due_retries(
+    make_dc: MakeDc, logs: tuple[Path, Manifest]
+) -> None:
+    """No retry pass between streaming batches that bring lines (they take the due
+    retries), unless the last batch took as many retries as it may."""
+    root, _ = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    a.joiner.retry_pass_quiet_us = 30 * S
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    first, second, *_ = batches(root / "a" / "clicks", 8 * 1024)
+    a.joiner.process(f"{0:012d}", first)
+    waiting = a.retries.pending()
+    assert waiting > 1  # clicks whose query never comes
+    clock.now_us += 10 * S  # due again, but the stream brought lines 10 s ago
+    assert a.joiner.process_retries() is None and a.retries.pending() == waiting
+    a.joiner.max_retries_per_batch = 1
+    report = a.joiner.process(f"{1:012d}", second)  # takes one due retry: as many as it may
+    assert report.retries_due == 1
+    a.joiner.max_retries_per_batch = 5_000
+    passed = a.joiner.process_retries()  # so a pass takes the rest at once
+    assert passed is not None and passed.retries_due == waiting - 1
+    a.joiner.process(f"{2:012d}", second[:1])  # a batch that takes every due retry
+    clock.now_us += 10 * S
+    assert a.joiner.process_retries() is None
+    clock.now_us += 30 * S  # the stream is quiet: passes take over
+    assert a.joiner.process_retries() is not None
+    drain(a, clock)  # and every click is settled
+
+
 def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
     make_dc: MakeDc,
     store: ObjectStore,
