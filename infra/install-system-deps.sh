@@ -30,8 +30,11 @@ fi
 
 echo "system packages: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Another apt (a second `make` in another checkout, unattended upgrades) may hold
+# dpkg's lock: wait for it, up to 10 minutes, rather than fail at once.
+wait_lock=(-o DPkg::Lock::Timeout=600)
+"${sudo[@]}" apt-get "${wait_lock[@]}" update -qq
+"${sudo[@]}" apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # Debian starts no services without systemd; where it did start redis, leave it be:
 # the stack runs its own redis-server on its own port.
 echo "system packages: done"
