@@ -573,14 +573,24 @@ class Joiner(GroupJoiner):
     def logs_due(self, click: PendingClick, event: ClickEvent, now: int, progress_us: int) -> bool:
         """Whether this try of a retried click searches the logs if the cache lacks its query.
 
-        After its 1st, 2nd, 4th, 8th… try, and on the try that may declare it
-        unjoinable. A late query is cached when the reader reads it, so most tries
-        need only the cache (one ``MGET``); the searches find a query the cache
-        lost (a Redis restart, an eviction), and no click is given up on before
-        its logs were searched.
+        Never while the reader has not provably read the query's time (the group
+        would skip the search: the query is not in the log-file map yet). Else on
+        the first try since the reader got that far, after its 1st, 4th, 16th,
+        64th… try, and on the try that may declare it unjoinable. A late query is
+        cached when the reader reads it, so most tries need only the cache (one
+        ``MGET``); the searches find a query the cache lost (a Redis restart, an
+        eviction) within a few times the click's wait so far, and no click is
+        given up on before its logs were searched. Not on a try before the first
+        (a click back from a hold or a recovery): the search is in vain for most
+        such clicks, whose query is late or never comes, and the next try, one
+        backoff later, searches.
         """
+        if event.query_id.ts_us > progress_us:
+            return False
         tried = click.attempts
-        if tried & (tried - 1) == 0:  # a power of two (or 0: never tried)
+        if click.behind_reader:  # the reader has read its query's time since its last try
+            return True
+        if tried & (tried - 1) == 0 and tried.bit_length() % 2 == 1:  # a power of four
             return True
         last_try = replace(click, attempts=tried + 1)  # as the retry store will count it
         return self.retries.past_limits(last_try, now) and self._reader_past(event, progress_us)

@@ -74,11 +74,14 @@ class PendingClick:
     offset: int
     first_seen_us: int = 0
     attempts: int = 0
+    #: Its last try came before the DC's query reader had read as far as its query's
+    #: time (it was deferred to wake at the reader's progress, :meth:`RetryStore.defer`).
+    behind_reader: bool = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         # As a constructor call: pickled by the C pickler, not field by field (shipped
         # to and from Spark tasks by every batch).
-        where = (self.file, self.offset, self.first_seen_us, self.attempts)
+        where = (self.file, self.offset, self.first_seen_us, self.attempts, self.behind_reader)
         return (PendingClick, (self.click_id, self.raw, *where))
 
 
@@ -227,11 +230,12 @@ class RetryStore:
         (:meth:`defer`), the longest-waiting first. A replay passes its first try's clock
         and progress, and so takes the same clicks."""
         rows = self._db.execute(
-            "SELECT click_id, raw, file, offset, first_seen_us, attempts FROM retries "
+            "SELECT click_id, raw, file, offset, first_seen_us, attempts, "
+            "wake_progress_us IS NOT NULL FROM retries "
             "WHERE due_us <= ? OR wake_progress_us <= ? ORDER BY due_us, click_id LIMIT ?",
             (now_us, reader_progress_us, limit),
         ).fetchall()
-        return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+        return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
 
     def remove(self, click_ids: Sequence[str]) -> None:
         with self._transaction():

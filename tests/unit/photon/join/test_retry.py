@@ -135,10 +135,12 @@ def test_a_click_waiting_for_its_query_reader_is_due_once_the_reader_reads_that_
     assert store.due(100 * S, 10, reader_progress_us=50 * S - 1) == []
     [woken] = store.due(100 * S, 10, reader_progress_us=50 * S)  # long before its backoff
     assert woken.click_id == click(1).click_id and woken.attempts == 1
+    assert woken.behind_reader  # its last try came before the reader got this far
     # tried again and not found, with its reader past its query: back on the timer alone
     store.defer([click(1)], now_us=100 * S)
     assert store.due(100 * S, 10, reader_progress_us=90 * S) == []
-    assert len(store.due(102 * S, 10, reader_progress_us=90 * S)) == 2
+    due = store.due(102 * S, 10, reader_progress_us=90 * S)
+    assert len(due) == 2 and not any(c.behind_reader for c in due)
 
 
 def test_a_held_click_is_not_woken_by_the_reader_before_its_grace_ends(store: RetryStore) -> None:
