@@ -4,9 +4,7 @@ For a batch of click log lines (plus the retry store's due clicks) the driver:
 
 1. decodes the lines; bad ones are quarantined (written, counted);
 2. drops clicks seen twice in the batch (log shipping duplicates lines);
-3. holds new clicks another DC prefers and settles retried ones that come back
-   already joined (one registry lookup), outside a replay; then
-   splits the clicks by registry shard into ``pipeline.join_groups`` groups, and
+3. splits the clicks by registry shard into ``pipeline.join_groups`` groups, and
    has each group joined (:mod:`photon.join.group`: affinity hold, registry
    lookup, queries from the cache or the logs, adapter, registration with the
    batch's token, then the group's output object) — in Spark tasks on the
@@ -71,7 +69,7 @@ from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
 from photon.join.retry import BatchStart, PendingClick, RetryStore
 from photon.logs.reader import LogLine
-from registry import IdRegistry, LookupResult
+from registry import IdRegistry
 from registry.client import RegisterCounters
 
 log = structlog.get_logger(__name__)
@@ -359,14 +357,10 @@ class Joiner(GroupJoiner):
             self._add_due_retries(clicks, now, start.reader_progress_us, report)
             if not start.replay:
                 clicks, kept_back = self._keep_back(clicks, report)
-        here = GroupOutcome(part=batch)  # what the driver settles itself, without a task
-        if not start.replay:
-            clicks = self._hold_for_preferred_dc(clicks, now, here)
-            clicks = self._skip_joined_returns(clicks, here)
         planned = time.perf_counter()
         outcomes = self.run_groups(self._split(batch, start, clicks)) if clicks else []
         joined = time.perf_counter()
-        self._settle(batch, start, report, [here, *outcomes], kept_back)
+        self._settle(batch, start, report, outcomes, kept_back)
         report.plan_s = round(planned - started, 3)
         report.groups_s = round(joined - planned, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
@@ -426,32 +420,6 @@ class Joiner(GroupJoiner):
         metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(len(kept))
         go_on = [c for c in clicks if c.line.click_id not in kept]
         return go_on, [c for c in waiting if c.line.click_id in kept]
-
-    def _skip_joined_returns(self, clicks: list[JoinClick], here: GroupOutcome) -> list[JoinClick]:
-        """The clicks for the groups: without retried clicks back from a hold (or a
-        recovery) that are already registered, which the driver settles here.
-
-        A click held for its preferred DC comes back after the grace mostly to find
-        that DC joined it: one registry lookup in the driver settles it, instead of
-        a trip to a Spark task and back. What is not registered (or is past the GC
-        boundary) goes on to its group, which looks it up again and joins it or
-        writes it out as too old. Not in a replay: the groups look up everything
-        there (a crashed try may hold clicks under the batch's token).
-        """
-        returns = [c for c in clicks if c.from_retry and c.line.attempts == 0]
-        if not returns:
-            return clicks
-        started = time.perf_counter()
-        self.faults.before_registry_call()
-        found = self.registry.lookup(c.event.click_id for c in returns)
-        here.lookup_s = time.perf_counter() - started
-        present = LookupResult.PRESENT
-        joined = {c.line.click_id for c in returns if found[c.line.click_id] is present}
-        if not joined:
-            return clicks
-        here.counts["already_joined"] += len(joined)
-        here.resolved += joined
-        return [c for c in clicks if c.line.click_id not in joined]
 
     def _settle(
         self,

@@ -186,17 +186,19 @@ class RetryStore:
         A click already in the store keeps its attempts and first sighting; it
         is due no earlier than ``until_us``.
         """
-        rows = [(c.click_id, c.raw, c.file, c.offset, now_us, until_us) for c in clicks]
+        held = 0
         with self._transaction():
-            # held for its preferred DC: the reader's progress wakes it no earlier
-            self._db.executemany(
-                "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
-                "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, 0, ?, NULL) "
-                "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
-                "wake_progress_us = NULL",
-                rows,
-            )
-        return len(rows)
+            for click in clicks:
+                # held for its preferred DC: the reader's progress wakes it no earlier
+                self._db.execute(
+                    "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
+                    "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, 0, ?, NULL) "
+                    "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
+                    "wake_progress_us = NULL",
+                    (click.click_id, click.raw, click.file, click.offset, now_us, until_us),
+                )
+                held += 1
+        return held
 
     def inject(self, clicks: Iterable[PendingClick], due_us: int) -> int:
         """Put clicks back for the joiner (recovery), due at ``due_us``, attempts from 0.

@@ -18,8 +18,6 @@ import pytest
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
-from photon.join.group import GroupWork
-from photon.join.joiner import GroupRunner
 from photon.join.output import decode
 from photon.logs.reader import LogLine
 from photon.stack.ports import free_ports
@@ -587,44 +585,6 @@ def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     assert by_dc["a"] > 0 and by_dc["b"] > 0  # each DC joined the clicks it is preferred for
     preferred = parts["a"].joiner.preferred_dc
     assert all(preferred(r["click_id"]) == r["dc"] for r in joined)
-
-
-def test_the_driver_holds_another_dcs_clicks_and_settles_their_return_without_a_task(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
-) -> None:
-    root, manifest = logs
-    clock = Clock(START_US)
-    dcs = ("a", "b")
-    parts = {dc: make_dc(dc, root, clock, dcs=dcs, affinity_grace_s=3.0) for dc in dcs}
-    shipped: dict[str, set[str]] = {dc: set() for dc in dcs}  # click ids sent to groups
-    for dc in dcs:
-        read_every_query(parts[dc], root)
-        joiner = parts[dc].joiner
-
-        def spy(works: list[GroupWork], run: GroupRunner = joiner.run_groups, dc: str = dc) -> Any:
-            shipped[dc].update(c.line.click_id for w in works for c in w.clicks)
-            return run(works)
-
-        joiner.run_groups = spy
-    click_batches = {dc: batches(root / dc / "clicks", 4 * 1024) for dc in dcs}
-    reports = []
-    for n in range(max(len(b) for b in click_batches.values())):
-        clock.now_us += S // 2
-        for dc in dcs:
-            if n < len(click_batches[dc]):
-                reports.append(parts[dc].joiner.process(f"{n:012d}", click_batches[dc][n]))
-    for _ in range(100):
-        clock.now_us += 2 * S
-        reports += [r for dc in dcs if (r := parts[dc].joiner.process_retries())]
-        if all(parts[dc].retries.pending() == 0 for dc in dcs):
-            break
-    check_exactly_once(store, manifest)
-    preferred = parts["a"].joiner.preferred_dc
-    joinable = set(manifest.expected_joins)
-    for dc in dcs:  # a joinable click the other DC prefers never went to this DC's tasks
-        assert {c for c in shipped[dc] & joinable if preferred(c) != dc} == set()
-    assert sum(r.held for r in reports) > 0
-    assert sum(r.already_joined for r in reports) >= sum(r.held for r in reports) // 2
 
 
 def test_with_the_preferred_dc_down_the_other_joins_after_the_grace(
