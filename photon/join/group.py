@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from photon import metrics
+from photon.events.ids import EventId
 from photon.events.records import ClickEvent, QueryEvent, decode_click, decode_query
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.join.adapter import Adapter, schema_of
@@ -301,6 +302,12 @@ class GroupJoiner:
                 out.resolved.append(click.line.click_id)
         return pending, too_old
 
+    @staticmethod
+    def reader_has_read(query_id: EventId, progress_us: int) -> bool:
+        """Whether the DC's query reader had provably read every query up to this
+        query's time: only then can the log-file map hold it."""
+        return query_id.ts_us <= progress_us
+
     def preferred_dc(self, click_id: str) -> str:
         """The DC that joins ``click_id`` when every DC is up (a stable hash of the id)."""
         return self.dcs[stable_hash(click_id) % len(self.dcs)] if self.dcs else self.dc
@@ -400,7 +407,8 @@ class GroupJoiner:
                 and not click.from_retry
                 and now - query_id.ts_us < self.skip_fresh_logs_us
             )
-            if fresh or query_id.ts_us > reader_progress_us or not click.search_logs:
+            readable = self.reader_has_read(query_id, reader_progress_us)
+            if fresh or not readable or not click.search_logs:
                 skipped.add(str(query_id))
             else:
                 searched.add(str(query_id))

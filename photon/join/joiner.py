@@ -468,7 +468,7 @@ class Joiner(GroupJoiner):
         wake = {
             c.line.click_id: c.event.query_id.ts_us
             for c in not_found
-            if c.event.query_id.ts_us > start.reader_progress_us
+            if not self.reader_has_read(c.event.query_id, start.reader_progress_us)
         }
         deferred, expired = self.retries.defer(
             (c.line for c in not_found), now, may_expire=read_past.__contains__,
@@ -553,7 +553,7 @@ class Joiner(GroupJoiner):
         such clicks, whose query is late or never comes, and the next try, one
         backoff later, searches.
         """
-        if event.query_id.ts_us > progress_us:
+        if not self.reader_has_read(event.query_id, progress_us):
             return False
         tried = click.attempts
         if click.behind_reader:  # the reader has read its query's time since its last try
