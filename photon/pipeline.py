@@ -1,9 +1,12 @@
 """Run the DC pipelines as child processes: each DC's query reader and joiner.
 
 The apps live in ``spark_apps`` (Spark wiring); ``photon`` never imports
-them, it starts them with this interpreter (``python -m spark_apps.joiner``),
-so each is its own process with its own Spark driver — the shape they have
-in a real deployment, one pair per DC.
+them, it starts them with this interpreter. By default a DC's two apps run as
+two streaming queries of one Spark application (``python -m
+spark_apps.dc_pipeline``): one driver JVM a DC, not two, on machines where the
+drivers' share of the cores counts (docs/join.md, "The apps"). With
+``pipeline.one_app_per_dc`` off, each app is its own process with its own
+driver (``python -m spark_apps.joiner``).
 
 How it fails: a child that exits non-zero is reported with its exit status
 and the tail of its log; the others are stopped (SIGTERM, then SIGKILL after
@@ -29,6 +32,8 @@ from photon.join.runtime import JOINER, QUERY_READER
 from photon.settings import PhotonSettings
 
 APPS = {QUERY_READER: "spark_apps.query_reader", JOINER: "spark_apps.joiner"}
+#: Both apps of a DC in one Spark application (the query reader's stream first).
+DC_PIPELINE_MODULE = "spark_apps.dc_pipeline"
 
 
 class PipelineError(RuntimeError):
@@ -37,16 +42,19 @@ class PipelineError(RuntimeError):
 
 @dataclass
 class Child:
+    """One app process of a DC: its apps (one, or both in one Spark application)."""
+
     dc: str
-    app: str
+    apps: tuple[str, ...]
     log_path: Path
     process: subprocess.Popen[bytes]
+    summary_dirs: tuple[Path, ...] = ()
     started: float = field(default_factory=time.monotonic)
     stop_sent: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.app}[{self.dc}]"
+        return f"{'+'.join(self.apps)}[{self.dc}]"
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -56,18 +64,29 @@ class Child:
         return "\n".join(text[-lines:])
 
 
-def app_summary(child: Child) -> dict[str, Any]:
-    """The summary the app wrote when it stopped ({} if it wrote none)."""
-    path = child.log_path.parent / "summary.json"
+def app_summary(state_dir: Path) -> dict[str, Any]:
+    """The summary an app wrote into its state directory when it stopped ({} if none)."""
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
+        data: dict[str, Any] = json.loads((state_dir / "summary.json").read_text())
     except (FileNotFoundError, ValueError):
         return {}
     return data
 
 
-def app_argv(app: str, dc: str, *, until_idle_s: float | None, config: Path | None) -> list[str]:
-    argv = [sys.executable, "-m", APPS[app], "--dc", dc]
+def app_summaries(child: Child) -> list[dict[str, Any]]:
+    """One entry per app of ``child``: its app, DC and exit status, then its summary."""
+    return [
+        {"app": app, "dc": child.dc, "exit": child.process.returncode, **app_summary(state_dir)}
+        for app, state_dir in zip(child.apps, child.summary_dirs, strict=True)
+    ]
+
+
+def app_argv(
+    app: str | None, dc: str, *, until_idle_s: float | None, config: Path | None
+) -> list[str]:
+    """The command of one app of ``dc`` (``None``: both, in one Spark application)."""
+    module = DC_PIPELINE_MODULE if app is None else APPS[app]
+    argv = [sys.executable, "-m", module, "--dc", dc]
     if until_idle_s is not None:
         argv += ["--until-idle", str(until_idle_s)]
     if config is not None:
@@ -97,7 +116,8 @@ def run_pipelines(
     on_exit: Callable[[Child, int], None] | None = None,
     stop_timeout_s: float = 60.0,
 ) -> list[Child]:
-    """Start a query reader and a joiner per DC; wait until all have exited."""
+    """Start a query reader and a joiner per DC (one application or two, by
+    ``pipeline.one_app_per_dc``); wait until all have exited."""
     children: list[Child] = []
     child_env = {**os.environ, **(env or {})}
     stopping = False
@@ -112,14 +132,26 @@ def run_pipelines(
     previous = {s: signal.signal(s, stop_all) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for dc in dcs:
-            for app in APPS:  # the query reader first: the joiner finds more in the cache
-                # Joiners decide when the run is idle; query readers run on until every
-                # joiner has stopped (a waiting click's query may still be on its way).
-                idle = until_idle_s if app == JOINER else None
-                log_dir = settings.pipeline_dir(dc, app)
-                log_dir.mkdir(parents=True, exist_ok=True)
-                log_path = log_dir / "app.log"
-                (log_dir / "summary.json").unlink(missing_ok=True)
+            if settings.pipeline.one_app_per_dc:
+                # The joiner decides when the run is idle; the query reader stops after it.
+                launches: list[tuple[str | None, tuple[str, ...], float | None]] = [
+                    (None, (QUERY_READER, JOINER), until_idle_s)
+                ]
+            else:
+                # The query reader first: the joiner finds more in the cache. Joiners decide
+                # when the run is idle; query readers run on until every joiner has stopped
+                # (a waiting click's query may still be on its way).
+                launches = [
+                    (QUERY_READER, (QUERY_READER,), None),
+                    (JOINER, (JOINER,), until_idle_s),
+                ]
+            for app, apps, idle in launches:
+                state_dirs = tuple(settings.pipeline_dir(dc, a) for a in apps)
+                for state_dir in state_dirs:
+                    state_dir.mkdir(parents=True, exist_ok=True)
+                    (state_dir / "summary.json").unlink(missing_ok=True)
+                # A DC's one application logs beside its joiner's state.
+                log_path = state_dirs[-1] / "app.log"
                 with log_path.open("ab") as log_file:
                     process = subprocess.Popen(
                         app_argv(app, dc, until_idle_s=idle, config=config),
@@ -128,7 +160,7 @@ def run_pipelines(
                         stdin=subprocess.DEVNULL,
                         env=child_env,
                     )
-                children.append(Child(dc, app, log_path, process))
+                children.append(Child(dc, apps, log_path, process, state_dirs))
         failed: list[tuple[Child, int]] = []
         pending = list(children)
         while pending:
@@ -142,7 +174,7 @@ def run_pipelines(
                 if code != 0 and not stopping:
                     failed.append((child, code))
                     stop_all()
-            if until_idle_s is not None and not any(c.app == JOINER for c in pending):
+            if until_idle_s is not None and not any(JOINER in c.apps for c in pending):
                 for child in pending:  # the joiners are done: the readers may stop
                     if child.process.poll() is None and not child.stop_sent:
                         child.process.send_signal(signal.SIGTERM)

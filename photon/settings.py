@@ -252,6 +252,10 @@ class PipelineSettings(_Section):
     #: Join the groups in Spark tasks on the executors (false: one after another in
     #: the driver's thread, as a joiner without Spark does).
     join_on_executors: bool = True
+    #: ``photon run`` runs a DC's query reader and joiner as two streaming queries of one
+    #: Spark application (one driver JVM a DC); off: each its own application
+    #: (docs/join.md, "The apps").
+    one_app_per_dc: bool = True
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.
     driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

@@ -1,9 +1,23 @@
-"""What both apps do around their stream: metrics endpoint, Spark session, summary file."""
+"""What every app does around its streams: metrics endpoints, one Spark session, summaries.
+
+An app process runs one or more streams (:class:`AppStream`) in one Spark
+session: the query reader or the joiner of a DC alone, or both of a DC side by
+side (``spark_apps.dc_pipeline``, docs/join.md, "The apps"). Each stream runs
+in a thread of its own; the main thread turns SIGTERM/SIGINT into a clean stop
+of every stream (running batches finish).
+
+How it fails: a stream whose query fails stops the others of its process, and
+the first failure is raised once all have stopped (the app exits non-zero;
+what was not committed is replayed on restart). A stream that ends on its own
+(idle) stops the streams that were told to follow it (``stops_with``).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,46 +58,105 @@ def write_summary(state_dir: Path, data: Mapping[str, Any]) -> Path:
     return write_whole(state_dir / SUMMARY_FILE, text.encode())
 
 
-def run_app(
-    settings: PhotonSettings,
-    parts: AppParts,
-    app: str,
-    handle: streaming.Handler,
-    *,
-    until_idle_s: float | None,
-    totals: Callable[[], Mapping[str, Any]],
-    idle: Callable[[], Any] | None = None,
-    settled: Callable[[], bool] = lambda: True,
-    prepare: Callable[[SparkSession], Any] | None = None,
-) -> dict[str, Any]:
-    """Serve metrics, stream the app's logs into ``handle``, then write its summary.
+@dataclass
+class AppStream:
+    """One app's stream: its parts, its batch handler and what it reports at the end.
 
-    ``prepare`` gets the Spark session before the stream starts (the joiner's tasks).
+    ``prepare`` gets the Spark session before the stream starts (the joiner's tasks);
+    ``stops_with`` names the stream whose end also ends this one (a query reader
+    follows its DC's joiner in a run until idle).
     """
-    dc = parts.dc
-    serve_metrics(settings, dc, app)
-    log.info("app.start", app=app, dc=dc, attempt=parts.attempt, logs=str(parts.logs_dir))
-    spark = photon_session(f"photon-{app}-{dc}", settings.pipeline)
+
+    app: str
+    parts: AppParts
+    handle: streaming.Handler
+    totals: Callable[[], Mapping[str, Any]]
+    until_idle_s: float | None = None
+    idle: Callable[[], Any] | None = None
+    settled: Callable[[], bool] = lambda: True
+    prepare: Callable[[SparkSession], Any] | None = None
+    stops_with: str | None = None
+    stop: streaming.Stop = field(default_factory=streaming.Stop)
+
+
+def run_app(settings: PhotonSettings, stream: AppStream) -> dict[str, Any]:
+    """One app alone in its process (``photon join``, ``photon read-queries``)."""
+    return run_apps(settings, f"photon-{stream.app}-{stream.parts.dc}", [stream])[0]
+
+
+def run_apps(
+    settings: PhotonSettings, session_name: str, streams: Sequence[AppStream]
+) -> list[dict[str, Any]]:
+    """Serve each app's metrics, run their streams in one Spark session until they stop,
+    then write each app's summary; the summaries, in the order of ``streams``."""
+    for stream in streams:
+        serve_metrics(settings, stream.parts.dc, stream.app)
+        log.info("app.start", app=stream.app, dc=stream.parts.dc, attempt=stream.parts.attempt,
+                 logs=str(stream.parts.logs_dir))  # fmt: skip
+    spark = photon_session(session_name, settings.pipeline)
+    results: dict[str, streaming.RunSummary] = {}
+    errors: list[BaseException] = []
     try:
-        if prepare is not None:
-            prepare(spark)
-        summary = streaming.run(
-            spark,
-            streaming.StreamOptions.from_settings(settings, parts, until_idle_s),
-            handle,
-            idle=idle,
-            settled=settled,
-            query_name=f"{app}-{dc}",
-        )
+        for stream in streams:
+            if stream.prepare is not None:
+                stream.prepare(spark)
+        threads = [
+            threading.Thread(
+                target=_stream_thread,
+                args=(spark, settings, stream, streams, results, errors),
+                name=f"stream-{stream.app}",
+            )
+            for stream in streams
+        ]
+        with streaming.stop_on_signals(*(s.stop for s in streams)):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():  # joined in steps: the main thread takes signals
+                    thread.join(timeout=0.5)
     finally:
         spark.stop()
-    data = {
-        "app": app,
-        "dc": dc,
-        "attempt": parts.attempt,
-        "stopped_by": summary.stopped_by,
-        **totals(),
-    }
-    write_summary(parts.state_dir, data)
-    log.info("app.stop", **data)
-    return data
+    if errors:
+        raise errors[0]
+    summaries = []
+    for stream in streams:
+        data = {
+            "app": stream.app,
+            "dc": stream.parts.dc,
+            "attempt": stream.parts.attempt,
+            "stopped_by": results[stream.app].stopped_by,
+            **stream.totals(),
+        }
+        write_summary(stream.parts.state_dir, data)
+        log.info("app.stop", **data)
+        summaries.append(data)
+    return summaries
+
+
+def _stream_thread(
+    spark: SparkSession,
+    settings: PhotonSettings,
+    stream: AppStream,
+    streams: Sequence[AppStream],
+    results: dict[str, streaming.RunSummary],
+    errors: list[BaseException],
+) -> None:
+    try:
+        results[stream.app] = streaming.run(
+            spark,
+            streaming.StreamOptions.from_settings(settings, stream.parts, stream.until_idle_s),
+            stream.handle,
+            stream.stop,
+            idle=stream.idle,
+            settled=stream.settled,
+            query_name=f"{stream.app}-{stream.parts.dc}",
+        )
+    except BaseException as exc:
+        log.error("app.stream_failed", app=stream.app, dc=stream.parts.dc, error=str(exc)[:500])
+        errors.append(exc)
+        for other in streams:  # one failed: the process stops, and restarts whole
+            other.stop.set(f"{stream.app} failed")
+        return
+    for other in streams:
+        if other.stops_with == stream.app:
+            other.stop.set(f"{stream.app} stopped")

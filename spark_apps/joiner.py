@@ -14,8 +14,9 @@ from __future__ import annotations
 import typer
 from pyspark.sql import SparkSession
 
-from photon.join.runtime import JOINER, build_joiner
-from spark_apps.app import run_app
+from photon.join.runtime import JOINER, JoinerApp, build_joiner
+from photon.settings import PhotonSettings
+from spark_apps.app import AppStream, run_app
 from spark_apps.cli import (
     ConfigOption,
     DcOption,
@@ -25,6 +26,32 @@ from spark_apps.cli import (
     settings_for,
 )
 from spark_apps.join_tasks import default_groups, spark_group_runner
+
+
+def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | None) -> AppStream:
+    """The DC joiner's stream, over what :func:`build_joiner` built."""
+    assert app.joiner is not None and app.retries is not None
+    joiner, retries = app.joiner, app.retries
+
+    def on_executors(spark: SparkSession) -> None:
+        joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
+        if settings.pipeline.join_on_executors:
+            joiner.run_groups = spark_group_runner(spark, settings, app.dc, app.attempt)
+
+    return AppStream(
+        JOINER,
+        app,
+        joiner.process,
+        totals=lambda: {
+            "retries_pending": retries.pending(),
+            **joiner.totals.to_dict(),
+            **joiner.register_counters.to_dict(),
+        },
+        until_idle_s=until_idle,
+        idle=joiner.process_retries,
+        settled=lambda: retries.pending() == 0,
+        prepare=on_executors,
+    )
 
 
 def main(
@@ -38,29 +65,7 @@ def main(
     settings = settings_for(dc, config, master, log_level)
     app = build_joiner(settings, dc)
     try:
-        assert app.joiner is not None and app.retries is not None
-        joiner, retries = app.joiner, app.retries
-
-        def on_executors(spark: SparkSession) -> None:
-            joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
-            if settings.pipeline.join_on_executors:
-                joiner.run_groups = spark_group_runner(spark, settings, dc, app.attempt)
-
-        run_app(
-            settings,
-            app,
-            JOINER,
-            joiner.process,
-            until_idle_s=until_idle,
-            totals=lambda: {
-                "retries_pending": retries.pending(),
-                **joiner.totals.to_dict(),
-                **joiner.register_counters.to_dict(),
-            },
-            idle=joiner.process_retries,
-            settled=lambda: retries.pending() == 0,
-            prepare=on_executors,
-        )
+        run_app(settings, joiner_stream(settings, app, until_idle))
     finally:
         app.close()
 

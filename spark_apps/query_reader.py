@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import typer
 
-from photon.join.runtime import QUERY_READER, build_query_reader
-from spark_apps.app import run_app
+from photon.join.runtime import QUERY_READER, QueryReaderApp, build_query_reader
+from spark_apps.app import AppStream, run_app
 from spark_apps.cli import (
     ConfigOption,
     DcOption,
@@ -20,6 +20,21 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
+
+
+def query_reader_stream(app: QueryReaderApp, until_idle_s: float | None) -> AppStream:
+    """The DC query reader's stream, over what :func:`build_query_reader` built."""
+    assert app.reader is not None
+    reader = app.reader
+    return AppStream(
+        QUERY_READER,
+        app,
+        reader.process,
+        totals=reader.totals.to_dict,
+        until_idle_s=until_idle_s,
+        idle=reader.publish_progress,
+        settled=reader.settled,
+    )
 
 
 def main(
@@ -33,18 +48,7 @@ def main(
     settings = settings_for(dc, config, master, log_level)
     app = build_query_reader(settings, dc)
     try:
-        assert app.reader is not None
-        reader = app.reader
-        run_app(
-            settings,
-            app,
-            QUERY_READER,
-            reader.process,
-            until_idle_s=until_idle,
-            totals=reader.totals.to_dict,
-            idle=reader.publish_progress,
-            settled=reader.settled,
-        )
+        run_app(settings, query_reader_stream(app, until_idle))
     finally:
         app.close()
 

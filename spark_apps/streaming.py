@@ -10,10 +10,11 @@ no line has arrived for that long and ``settled()`` says nothing is pending.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -97,18 +98,59 @@ def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
     return lines, truncations
 
 
+class Stop:
+    """Tells a running stream to stop, and why (a signal, or another app of its process)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reason = "signal"
+
+    def set(self, reason: str = "signal") -> None:
+        if not self.event.is_set():
+            self.reason = reason
+        self.event.set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        return self.event.wait(seconds)
+
+
+@contextlib.contextmanager
+def stop_on_signals(*stops: Stop) -> Iterator[None]:
+    """SIGTERM/SIGINT set every ``stops`` (a clean stop: running batches finish).
+
+    Only the main thread may install signal handlers: the apps' streams run in threads
+    of their own and watch their :class:`Stop`.
+    """
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("stream.signal", signal=signal.Signals(signum).name)
+        for stop in stops:
+            stop.set("signal")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def run(
     spark: SparkSession,
     options: StreamOptions,
     handle: Handler,
+    stop: Stop,
     *,
     idle: Callable[[], Any] | None = None,
     settled: Callable[[], bool] = lambda: True,
     query_name: str = "photon",
 ) -> RunSummary:
+    """Stream until ``stop`` is set, the query ends or fails, or (``until_idle_s``) idleness."""
     summary = RunSummary()
     last_data = [time.monotonic()]  # when a batch last brought lines (set by batches)
-    stop = threading.Event()
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
         lines, truncations = to_lines(df.toArrow())
@@ -118,44 +160,35 @@ def run(
         summary.batches += 1
         summary.lines += len(lines)
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("stream.signal", signal=signal.Signals(signum).name)
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     options.directory.mkdir(parents=True, exist_ok=True)
     restarts = 0
-    try:
-        while True:
-            query = _start(spark, options, on_batch, query_name)
-            log.info("stream.started", query=query_name)  # the chaos harness waits for this line
-            try:
-                summary.stopped_by = _watch(query, options, stop, idle, settled, last_data)
-            finally:
-                if query.isActive:
-                    query.stop()
-            exception = query.exception()
-            if exception is None:
+    while True:
+        query = _start(spark, options, on_batch, query_name)
+        log.info("stream.started", query=query_name)  # the chaos harness waits for this line
+        try:
+            summary.stopped_by = _watch(query, options, stop, idle, settled, last_data)
+        finally:
+            if query.isActive:
+                query.stop()
+        exception = query.exception()
+        if exception is None:
+            return summary
+        if restarts < MAX_RESTARTS and not stop.is_set() and _transient(exception):
+            # Spark starts a Python worker and gives it 10 s to connect back: on a
+            # loaded machine that can fail. Started again from its checkpoint, the
+            # query replays what it had not committed (docs/join.md, "replays").
+            # Not at once: the load that starved the worker passes (Spark's start-up,
+            # other apps starting beside it).
+            delay_s = RESTART_BACKOFF_S * 2**restarts
+            restarts += 1
+            log.warning("stream.restarted", query=query_name, after_s=delay_s,
+                        error=str(exception)[:300])  # fmt: skip
+            if stop.wait(delay_s):
+                summary.stopped_by = stop.reason
                 return summary
-            if restarts < MAX_RESTARTS and not stop.is_set() and _transient(exception):
-                # Spark starts a Python worker and gives it 10 s to connect back: on a
-                # loaded machine that can fail. Started again from its checkpoint, the
-                # query replays what it had not committed (docs/join.md, "replays").
-                # Not at once: the load that starved the worker passes (Spark's start-up,
-                # other apps starting beside it).
-                delay_s = RESTART_BACKOFF_S * 2**restarts
-                restarts += 1
-                log.warning("stream.restarted", query=query_name, after_s=delay_s,
-                            error=str(exception)[:300])  # fmt: skip
-                if stop.wait(delay_s):
-                    summary.stopped_by = "signal"
-                    return summary
-                last_data[0] = time.monotonic()
-                continue
-            raise RuntimeError(f"the streaming query failed: {exception}")
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            last_data[0] = time.monotonic()
+            continue
+        raise RuntimeError(f"the streaming query {query_name} failed: {exception}")
 
 
 #: How many times a query that failed to start its Python workers is started again,
@@ -195,7 +228,7 @@ def _start(
 def _watch(
     query: StreamingQuery,
     options: StreamOptions,
-    stop: threading.Event,
+    stop: Stop,
     idle: Callable[[], Any] | None,
     settled: Callable[[], bool],
     last_data: list[float],
@@ -205,7 +238,7 @@ def _watch(
     while True:
         stop.wait(options.trigger_s)
         if stop.is_set():
-            return "signal"
+            return stop.reason
         if not query.isActive:
             return "query ended"
         if idle is not None:

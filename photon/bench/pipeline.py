@@ -62,7 +62,7 @@ from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.output import decode
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.logconfig import FORMAT_ENV
-from photon.pipeline import app_argv, app_summary, run_pipelines
+from photon.pipeline import app_argv, app_summaries, run_pipelines
 from photon.runs import clean_up, environment, wait_until_streaming, write_live
 from photon.settings import PhotonSettings, load_settings
 from photon.stack.s3 import s3_client
@@ -231,7 +231,7 @@ def run_phase(
             figures.seconds = time.monotonic() - started
             if writer is not None:
                 writer.join()
-            figures.apps = [{"app": c.app, "dc": c.dc, **app_summary(c)} for c in children]
+            figures.apps = [summary for c in children for summary in app_summaries(c)]
             for key, seen_us in watcher.first_seen_us.items():
                 data = store.get(key)
                 rows = decode(data) if data is not None else []

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from photon.cli.common import err, print_json, settings_of
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.observe.recorder import MetricsRecorder
-from photon.pipeline import APPS, Child, app_argv, app_summary, reset_state, run_pipelines
+from photon.pipeline import APPS, Child, app_argv, app_summaries, reset_state, run_pipelines
 from photon.settings import PipelineSettings
 
 DcOption = Annotated[str, typer.Option("--dc", help="The datacenter to run.")]
@@ -99,14 +99,17 @@ def run(
     if fresh:
         for path in reset_state(settings, names):
             err.print(f"removed {path}")
+    one_app = settings.pipeline.one_app_per_dc
     err.print(
-        f"running {len(names) * len(APPS)} apps ({', '.join(APPS)} of DC {', '.join(names)}); "
-        f"logs in {settings.pipeline_root}/<dc>/<app>/app.log"
+        f"running the {' and '.join(APPS)} of DC {', '.join(names)}, "
+        + ("both in one Spark application a DC" if one_app else "each its own Spark application")
+        + f"; logs in {settings.pipeline_root}/<dc>/{'joiner' if one_app else '<app>'}/app.log",
+        markup=False,
     )
 
     def on_exit(child: Child, code: int) -> None:
         seconds = time.monotonic() - child.started
-        err.print(f"{child.name} exited with status {code} after {seconds:.0f} s")
+        err.print(f"{child.name} exited with status {code} after {seconds:.0f} s", markup=False)
 
     if record is not None and settings.pipeline.metrics_base_port == 0:
         raise typer.BadParameter(
@@ -132,10 +135,7 @@ def run(
             recorder.stop()
     summary = {
         "seconds": round(time.monotonic() - started, 1),
-        "apps": [
-            {"app": c.app, "dc": c.dc, "exit": c.process.returncode, **app_summary(c)}
-            for c in children
-        ],
+        "apps": [summary for c in children for summary in app_summaries(c)],
     }
     print_json(summary)
     return summary

@@ -43,6 +43,16 @@ class Scrape:
     def names(self) -> set[str]:
         return {s.name for s in self.samples}
 
+    @classmethod
+    def merged(cls, *scrapes: Scrape | None) -> Scrape:
+        """The samples of every scrape, each series once: a DC's two apps in one process
+        serve the same registry on both of their endpoints."""
+        series: dict[tuple[str, tuple[tuple[str, str], ...]], Sample] = {}
+        for each in scrapes:
+            for sample in each.samples if each is not None else ():
+                series.setdefault((sample.name, tuple(sorted(sample.labels.items()))), sample)
+        return cls(list(series.values()))
+
     def total(self, name: str, **labels: str) -> float:
         """The sum of the matching samples (0 when there are none)."""
         return sum(s.value for s in self.matching(name, **labels))

@@ -153,7 +153,7 @@ def _dc_status(
 ) -> DcStatus:
     scrapes = {app: pages.get((dc, app)) for app in APPS}
     joiner = scrapes[JOINER] or Scrape()
-    both = Scrape([s for each in scrapes.values() if each for s in each.samples])
+    both = Scrape.merged(*scrapes.values())
     joined = int(joiner.total("photon_clicks_total", dc=dc, outcome="joined"))
     rate = None
     before = previous.dcs.get(dc) if previous else None

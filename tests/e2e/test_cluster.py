@@ -33,6 +33,7 @@ from photon.stack.airflow import connection_env
 from photon.stack.ports import free_ports
 from photon.stack.spark import active_app_names, master_state
 from photon.storage import ObjectStore
+from spark_apps.dc_pipeline import APP_NAME as DC_APP_NAME
 from tests.conftest import RunDag, settings_from_env, stack_env
 from tests.e2e.helpers import FAST_RETRIES, PHOTON, photon
 from tests.e2e.main_job import check_main_job
@@ -40,7 +41,8 @@ from tests.integration.dags.conftest import task_states
 
 pytestmark = pytest.mark.e2e
 
-APPS = {f"photon-{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a", "b")}
+#: `photon run` runs each DC's query reader and joiner as one Spark application.
+APPS = {f"photon-{DC_APP_NAME}-{dc}" for dc in ("a", "b")}
 
 
 @pytest.fixture

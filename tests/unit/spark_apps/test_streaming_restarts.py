@@ -39,7 +39,7 @@ def run_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, errors: list[str |
     monkeypatch.setattr(streaming, "_start", start)
     monkeypatch.setattr(streaming, "RESTART_BACKOFF_S", 0.0)
     options = StreamOptions(tmp_path / "logs", tmp_path / "ck", 0.01, 1 << 20, 10)
-    streaming.run(None, options, lambda *_: None)  # type: ignore[arg-type]
+    streaming.run(None, options, lambda *_: None, streaming.Stop())  # type: ignore[arg-type]
     return len(started)
 
 
@@ -58,5 +58,5 @@ def test_restarts_are_bounded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 def test_any_other_failure_ends_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="the streaming query failed: boom"):
+    with pytest.raises(RuntimeError, match="the streaming query photon failed: boom"):
         run_with(monkeypatch, tmp_path, ["boom", None])

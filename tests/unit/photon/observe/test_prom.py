@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from photon.observe.prom import bucket_quantile, parse
+from photon.observe.prom import Scrape, bucket_quantile, parse
 
 pytestmark = pytest.mark.unit
 
@@ -32,6 +32,16 @@ def test_totals_sum_the_series_whose_labels_match() -> None:
     assert scrape.total("photon_clicks_total", dc="a", outcome="joined") == 7
     assert scrape.total("photon_clicks_total", dc="c") == 0
     assert "photon_join_latency_seconds_bucket" in scrape.names()
+
+
+def test_a_merge_counts_each_series_once_when_two_endpoints_serve_one_registry() -> None:
+    # A DC's query reader and joiner in one process serve the same registry twice.
+    same = Scrape.merged(parse(exposition()), parse(exposition()), None)
+    assert same.total("photon_clicks_total", dc="a") == 9
+    other = CollectorRegistry()
+    Counter("photon_clicks_total", "c", ["dc", "outcome"], registry=other).labels("c", "x").inc()
+    apart = Scrape.merged(parse(exposition()), parse(generate_latest(other).decode()))
+    assert apart.total("photon_clicks_total") == 15
 
 
 def test_quantiles_interpolate_inside_buckets_like_promql() -> None:
