@@ -15,12 +15,20 @@ no ``\\n``) and ``lost_bytes`` — 0 for a line; for a file that shrank below
 its saved offset, one row with ``raw`` empty, ``offset`` its new size and the
 number of bytes lost (the apps quarantine it as ``file_truncated``).
 
+Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
+finds the batch's range in Spark's offset log and :func:`read_batch` reads
+the same partitions in the driver, which then hands them to the join's Spark
+tasks. A Spark read (``read`` on an executor, collected) carried the same
+bytes through a Python worker, the JVM and back, at ~15 times the cost of
+reading them (docs/join.md, "The apps").
+
 How it fails: a file deleted after planning reads as empty (its offsets drop
 out of the next plan); unreadable files fail the batch, which Spark retries.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +49,9 @@ from photon.logs.reader import GrowingLogReader
 from spark_apps.worker_heap import freeze_once
 
 NAME = "photon_growing_log"
+
+#: A position in the logs: ``{"files": {"<name>": <byte offset>}}``.
+Offsets = dict[str, Any]
 
 
 ARROW_SCHEMA = pa.schema(
@@ -164,6 +175,45 @@ class GrowingLogStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+def batch_offsets(checkpoint: Path, batch_id: int) -> tuple[Offsets, Offsets] | None:
+    """Batch ``batch_id``'s (start, end) offsets, from Spark's offset log in ``checkpoint``.
+
+    Spark writes ``offsets/<n>`` before it runs batch ``n`` and runs a batch over
+    the range from the previous batch's end offsets to its own (``offsets/<n-1>``;
+    nothing before batch 0), on its first try and on a replay alike. Each file
+    is ``v1``, a line of Spark's metadata (``batchTimestampMs``...), then one line
+    per source with that source's offsets: ours, ``{"files": {name: offset}}``.
+    None when the log cannot be read so (another layout): read the batch through Spark.
+    """
+    try:
+        end = _logged_offsets(checkpoint, batch_id)
+        start = _logged_offsets(checkpoint, batch_id - 1) if batch_id > 0 else {"files": {}}
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return None
+    return start, end
+
+
+def _logged_offsets(checkpoint: Path, batch_id: int) -> Offsets:
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    if len(lines) != 3 or lines[0] != "v1":
+        raise ValueError(f"not a one-source v1 offset log entry: {len(lines)} lines")
+    files = json.loads(lines[2])["files"]
+    return {"files": {str(name): int(offset) for name, offset in files.items()}}
+
+
+def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
+    """The rows the source's partitions of (start, end] hold, read here rather than in
+    Spark tasks: the same ranges and rows, without a Spark job to carry them."""
+    reader = GrowingLogStreamReader({"path": str(directory)})
+    batches = [
+        batch
+        for partition in reader.partitions(start, end)
+        for part in partition.ranges
+        for batch in _read_range(part)
+    ]
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
 def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:

@@ -29,7 +29,7 @@ from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.join.runtime import AppParts
 from photon.logs.reader import LogLine
 from photon.settings import PhotonSettings
-from spark_apps.growing_log_source import NAME
+from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +138,17 @@ def stop_on_signals(*stops: Stop) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _batch_table(options: StreamOptions, df: DataFrame, batch_id: int) -> pa.Table:
+    """The batch's rows: read here over the range Spark logged for it, or (an offset log
+    that does not read as expected) collected from the batch's DataFrame."""
+    offsets = batch_offsets(options.checkpoint, batch_id)
+    if offsets is None:
+        log.warning("stream.offset_log_unreadable", checkpoint=str(options.checkpoint),
+                    batch=batch_id)  # fmt: skip
+        return df.toArrow()
+    return read_batch(options.directory, *offsets)
+
+
 def run(
     spark: SparkSession,
     options: StreamOptions,
@@ -153,7 +164,7 @@ def run(
     last_data = [time.monotonic()]  # when a batch last brought lines (set by batches)
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
-        lines, truncations = to_lines(df.toArrow())
+        lines, truncations = to_lines(_batch_table(options, df, batch_id))
         if lines or truncations:
             last_data[0] = time.monotonic()
         handle(batch_key(batch_id), lines, truncations)

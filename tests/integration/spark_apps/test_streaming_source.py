@@ -1,4 +1,8 @@
-"""The growing-log source in a real Spark session: resume and replay from the checkpoint."""
+"""The growing-log source in a real Spark session: resume and replay from the checkpoint.
+
+Every batch is also read as the apps read it, over the range Spark's offset log
+gives it (``batch_offsets`` + ``read_batch``): the same rows as Spark's own read.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_apps.growing_log_source import NAME
+from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +32,14 @@ def run_until(
 ) -> Any:
     def handle(df: DataFrame, batch_id: int) -> None:
         rows = sorted((r.file, r.offset, bytes(r.raw)) for r in df.collect())
+        offsets = batch_offsets(checkpoint, batch_id)
+        assert offsets is not None
+        table = read_batch(directory, *offsets)
+        columns = (table.column(name).to_pylist() for name in ("file", "offset", "raw"))
+        direct = sorted(zip(*columns, strict=True))
         batches.append((batch_id, rows))
+        if direct != rows:  # raised here, it would only fail the query
+            mismatches.append((batch_id, rows, direct))
         if batch_id == fail_batch:
             raise RuntimeError("the batch failed after its side effects")
 
@@ -42,6 +53,7 @@ def run_until(
         .trigger(processingTime="0.2 seconds")
         .start()
     )
+    mismatches: list[Any] = []
     deadline = time.monotonic() + 120
     try:
         while not done() and query.isActive:
@@ -53,6 +65,7 @@ def run_until(
             time.sleep(0.05)
     finally:
         query.stop()
+    assert mismatches == [], "the offset log's range read other rows than Spark"
     return query
 
 

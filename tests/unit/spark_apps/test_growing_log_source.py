@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from spark_apps.growing_log_source import (
     FileRange,
     FileRanges,
     GrowingLogStreamReader,
+    batch_offsets,
+    read_batch,
 )
 
 pytestmark = pytest.mark.unit
@@ -111,3 +114,46 @@ def test_a_batch_is_one_task_unless_it_is_large(
     monkeypatch.setattr("spark_apps.growing_log_source.PARTITION_BYTES", 150)
     assert [len(p.ranges) for p in source.partitions(start, end)] == [1, 1, 1]
     assert len(read_all(source, start, end)) == 30
+
+
+def log_offsets(checkpoint: Path, batch_id: int, files: dict[str, int], sources: int = 1) -> None:
+    """An entry of Spark's offset log, as Spark 4 writes it before it runs the batch."""
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1795594296501,"conf":{}}'
+    source = json.dumps({"files": files})
+    text = "\n".join(["v1", meta, *[source] * sources])
+    (checkpoint / "offsets" / str(batch_id)).write_text(text)
+
+
+def test_a_batch_is_read_over_the_range_spark_logged_for_it(tmp_path: Path) -> None:
+    logs, checkpoint = tmp_path / "logs", tmp_path / "checkpoint"
+    logs.mkdir()
+    (logs / "a.000000.log").write_bytes(b"one\ntwo\nthree\n")
+    (logs / "b.000000.log").write_bytes(b"four\n")
+    log_offsets(checkpoint, 0, {"a.000000.log": 4})
+    log_offsets(checkpoint, 1, {"a.000000.log": 14, "b.000000.log": 5})
+    first = batch_offsets(checkpoint, 0)
+    assert first == ({"files": {}}, {"files": {"a.000000.log": 4}})
+    second = batch_offsets(checkpoint, 1)
+    assert second is not None
+    rows = read_batch(logs, *second).to_pylist()
+    assert [(r["file"], r["offset"], r["raw"]) for r in rows] == [
+        ("a.000000.log", 4, b"two"),
+        ("a.000000.log", 8, b"three"),
+        ("b.000000.log", 0, b"four"),
+    ]
+    assert rows == [  # what Spark's own read of the same range gives
+        dict(zip(("file", "offset", "raw", "lost_bytes"), row, strict=True))
+        for row in read_all(reader(logs), *second)
+    ]
+
+
+def test_an_offset_log_that_does_not_read_as_one_source_reads_as_none(tmp_path: Path) -> None:
+    assert batch_offsets(tmp_path, 0) is None  # not written
+    log_offsets(tmp_path, 0, {"a.000000.log": 4})
+    log_offsets(tmp_path, 1, {"a.000000.log": 8}, sources=2)
+    assert batch_offsets(tmp_path, 1) is None
+    (tmp_path / "offsets" / "2").write_text("v2\n{}\n{}")
+    assert batch_offsets(tmp_path, 2) is None
+    log_offsets(tmp_path, 3, {"a.000000.log": 12})
+    assert batch_offsets(tmp_path, 3) is None  # its start, batch 2's end, does not read
