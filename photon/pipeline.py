@@ -48,7 +48,7 @@ class Child:
     apps: tuple[str, ...]
     log_path: Path
     process: subprocess.Popen[bytes]
-    summary_dirs: tuple[Path, ...] = ()
+    state_dirs: tuple[Path, ...]  # each app's, where it writes its summary
     started: float = field(default_factory=time.monotonic)
     stop_sent: bool = False
 
@@ -77,7 +77,7 @@ def app_summaries(child: Child) -> list[dict[str, Any]]:
     """One entry per app of ``child``: its app, DC and exit status, then its summary."""
     return [
         {"app": app, "dc": child.dc, "exit": child.process.returncode, **app_summary(state_dir)}
-        for app, state_dir in zip(child.apps, child.summary_dirs, strict=True)
+        for app, state_dir in zip(child.apps, child.state_dirs, strict=True)
     ]
 
 
