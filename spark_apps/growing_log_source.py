@@ -28,7 +28,6 @@ out of the next plan); unreadable files fail the batch, which Spark retries.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from photon.logs.offset_log import logged_offsets
 from photon.logs.reader import GrowingLogReader
 from spark_apps.worker_heap import freeze_once
 
@@ -183,24 +183,15 @@ def batch_offsets(checkpoint: Path, batch_id: int) -> tuple[Offsets, Offsets] | 
     Spark writes ``offsets/<n>`` before it runs batch ``n`` and runs a batch over
     the range from the previous batch's end offsets to its own (``offsets/<n-1>``;
     nothing before batch 0), on its first try and on a replay alike. Each file
-    is ``v1``, a line of Spark's metadata (``batchTimestampMs``...), then one line
-    per source with that source's offsets: ours, ``{"files": {name: offset}}``.
-    None when the log cannot be read so (another layout): read the batch through Spark.
+    is read by :func:`photon.logs.offset_log.logged_offsets`. None when the log
+    cannot be read so (another layout): read the batch through Spark.
     """
     try:
-        end = _logged_offsets(checkpoint, batch_id)
-        start = _logged_offsets(checkpoint, batch_id - 1) if batch_id > 0 else {"files": {}}
-    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        end = logged_offsets(checkpoint, batch_id)
+        start = logged_offsets(checkpoint, batch_id - 1) if batch_id > 0 else {}
+    except (OSError, ValueError):
         return None
-    return start, end
-
-
-def _logged_offsets(checkpoint: Path, batch_id: int) -> Offsets:
-    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
-    if len(lines) != 3 or lines[0] != "v1":
-        raise ValueError(f"not a one-source v1 offset log entry: {len(lines)} lines")
-    files = json.loads(lines[2])["files"]
-    return {"files": {str(name): int(offset) for name, offset in files.items()}}
+    return {"files": start}, {"files": end}
 
 
 def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:

@@ -18,7 +18,6 @@ or as no progress); lines that do not decode are passed over.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from photon.events.records import decode_click
 from photon.join.runtime import JOINER, QUERY_READER
+from photon.logs.offset_log import logged_offsets
 from photon.settings import PhotonSettings
 
 #: How far past an offset to look for the first click that decodes.
@@ -48,11 +48,9 @@ def committed_offsets(checkpoint: Path) -> dict[str, int]:
     ) if commits.is_dir() else []  # fmt: skip
     for batch in done:
         try:
-            lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
-            files = json.loads(lines[-1])["files"]
-        except (OSError, IndexError, ValueError, KeyError, TypeError):
+            return logged_offsets(checkpoint, batch)
+        except (OSError, ValueError):
             continue  # being written or wiped: the batch before
-        return {str(name): int(offset) for name, offset in files.items()}
     return {}
 
 

@@ -1,0 +1,30 @@
+"""Spark's offset log of a growing-log stream: the byte offsets it logged for a batch.
+
+Spark writes ``<checkpoint>/offsets/<n>`` before it runs batch ``n``: ``v1``,
+a line of Spark's metadata, then one line per source with that source's
+offsets. Photon's streams have one source, the growing-log source
+(``spark_apps.growing_log_source``), whose offsets are
+``{"files": {"<name>": <byte offset>}}``. The apps read a batch's range from
+it; the chaos tooling reads how far a joiner has committed.
+
+How it fails: :func:`logged_offsets` raises ``OSError`` for an entry that is
+not there and ``ValueError`` for one that is half written or is not one
+source's ``v1`` entry; callers decide what that means for them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def logged_offsets(checkpoint: Path, batch_id: int) -> dict[str, int]:
+    """The end offsets Spark logged for batch ``batch_id``: file name to byte offset."""
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    if len(lines) != 3 or lines[0] != "v1":
+        raise ValueError(f"not a one-source v1 offset log entry: {len(lines)} lines")
+    try:
+        files = json.loads(lines[2])["files"]
+        return {str(name): int(offset) for name, offset in files.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not the growing-log source's offsets: {exc}") from exc
