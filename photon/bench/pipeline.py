@@ -18,8 +18,13 @@ root, bucket and cache keys of its own:
   joiners' batch time instead (the busiest DC's);
 * **latency**: ad servers write live at a fixed click rate while the apps
   run, and a watcher lists ``joined/`` in the bucket every 0.2 s. A click's
-  latency is from its timestamp to the first listing that shows its object
+  latency is from its time to the first listing that shows its object
   (so it includes the object becoming visible, plus up to one poll). The
+  stream is simulated once the apps stream, to start a few seconds later;
+  when the simulation is ready only after that start (a high rate, a slow
+  machine), every line goes out later than the time it carries by the same
+  amount (the manifest's ``live_start_shift_s``), and a click's time is its
+  timestamp plus that shift: when it happened in the stream the apps saw. The
   ad-server simulator runs in a process of its own, at a higher priority
   where allowed (root), so that its own lag on two busy cores does not count
   as join latency; the first 10 s of clicks (apps warming up) are reported
@@ -99,6 +104,9 @@ class PhaseFigures:
     click_ids: Counter[str] = field(default_factory=Counter)  # of every DC's output
     apps: list[dict[str, Any]] = field(default_factory=list)
     latencies_s: list[tuple[int, float]] = field(default_factory=list)  # (click ts, latency)
+    #: The ad servers' stream started this much after the times its lines carry (the
+    #: simulation was ready after its planned start): when each click happened, live.
+    start_shift_us: int = 0
     joined_at_us: list[int] = field(default_factory=list)
 
     def joiner_sum(self, key: str) -> int:
@@ -213,7 +221,9 @@ def run_phase(
                     )
                     process.start()
                     process.join()
-                    figures.clicks_in = load_manifest(settings.logs_root).clicks
+                    manifest = load_manifest(settings.logs_root)
+                    figures.clicks_in = manifest.clicks
+                    figures.start_shift_us = round(manifest.live_start_shift_s * 1e6)
 
                 writer = threading.Thread(target=start_writer, daemon=True)
                 writer.start()
@@ -240,12 +250,19 @@ def run_phase(
                 figures.click_ids.update(r["click_id"] for r in rows)
                 figures.joined += len(rows)
                 figures.joined_at_us += [r["joined_at_us"] for r in rows]
-                figures.latencies_s += [
-                    (r["click_ts_us"], (seen_us - r["click_ts_us"]) / 1e6) for r in rows
-                ]
+                figures.latencies_s += click_latencies(rows, seen_us, figures.start_shift_us)
         finally:
             clean_up(settings, store)
     return figures
+
+
+def click_latencies(
+    rows: list[dict[str, Any]], seen_us: int, start_shift_us: int = 0
+) -> list[tuple[int, float]]:
+    """(click timestamp, seconds from when the click happened to ``seen_us``) of each
+    joined row; a live stream that started ``start_shift_us`` late carried each click
+    that much later than its timestamp."""
+    return [(r["click_ts_us"], (seen_us - r["click_ts_us"] - start_shift_us) / 1e6) for r in rows]
 
 
 def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[str, Any]:
@@ -463,6 +480,7 @@ def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:
         "clicks_in": live.clicks_in,
         "joined": live.joined,
         "warm_up_s": _WARM_UP_S,
+        "stream_start_shift_s": _round(live.start_shift_us / 1e6),
         "latency_p50_s": _round(_percentile(steady, 0.5)),
         "latency_p90_s": _round(_percentile(steady, 0.9)),
         "latency_p99_s": _round(_percentile(steady, 0.99)),

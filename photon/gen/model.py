@@ -88,3 +88,7 @@ class Manifest(BaseModel):
     expected_joins: dict[str, str]  # click_id -> query_id, joinable clicks
     never_joinable: dict[str, str]  # click_id -> query_id whose query never arrives
     dcs: dict[str, DcManifest]
+    #: Live mode only: how much later than the times they carry every line was written,
+    #: because the stream's start had passed when its simulation was ready. Lines keep
+    #: their order and spacing; the event a line records happened this much later.
+    live_start_shift_s: Annotated[float, Field(ge=0)] = 0.0

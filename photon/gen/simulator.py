@@ -339,8 +339,10 @@ def write(
     live_until_us = cfg.start_us + int(
         (cfg.queries / cfg.query_rate + 10 * cfg.click_delay_median_s) * _US
     )
-    # A start in the future is waited for; one in the past is taken as now.
+    # A start in the future is waited for; one in the past is taken as now, and every
+    # line goes out that much later than its time (recorded: live_start_shift_s).
     wall_start = max(clock(), cfg.start_us / _US)
+    start_shift_s = wall_start - cfg.start_us / _US if live else 0.0
     try:
         for done, d in enumerate(sim.deliveries, start=1):
             if live and d.ship_us <= live_until_us:
@@ -371,6 +373,7 @@ def write(
         expected_joins=sim.expected_joins,
         never_joinable=sim.never_joinable,
         dcs=manifests,
+        live_start_shift_s=round(max(0.0, start_shift_s), 6),
     )
     tmp = logs_root / (MANIFEST_FILE + ".tmp")
     tmp.write_text(manifest.model_dump_json(indent=1))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from photon.bench.pipeline import PhaseFigures, _batch_rate, _wasted_share
+from photon.bench.pipeline import PhaseFigures, _batch_rate, _wasted_share, click_latencies
 
 pytestmark = pytest.mark.unit
 
@@ -30,3 +30,11 @@ def test_the_batch_rate_is_the_output_over_the_busiest_joiner_s_batch_time() -> 
     )
     assert _batch_rate(phase) == pytest.approx(6_000.0)
     assert _batch_rate(PhaseFigures(joined=5)) == 0.0  # no joiner ran a batch
+
+
+def test_a_click_s_latency_runs_from_when_it_happened_in_the_stream_the_apps_saw() -> None:
+    rows = [{"click_ts_us": 10_000_000}, {"click_ts_us": 11_500_000}]
+    assert click_latencies(rows, seen_us=16_000_000) == [(10_000_000, 6.0), (11_500_000, 4.5)]
+    # The stream started 3 s after the times its lines carry: each click came 3 s later.
+    shifted = click_latencies(rows, seen_us=16_000_000, start_shift_us=3_000_000)
+    assert shifted == [(10_000_000, 3.0), (11_500_000, 1.5)]

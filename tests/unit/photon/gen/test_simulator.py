@@ -34,6 +34,10 @@ def tree(root: Path) -> dict[str, bytes]:
     }
 
 
+def logs(root: Path) -> dict[str, bytes]:
+    return {name: data for name, data in tree(root).items() if name.endswith(".log")}
+
+
 def test_the_same_seed_writes_identical_files(tmp_path: Path) -> None:
     write(simulate(config(seed=7)), tmp_path / "one")
     write(simulate(config(seed=7)), tmp_path / "two")
@@ -127,7 +131,10 @@ def test_live_mode_paces_by_the_clock_and_writes_the_same_files(tmp_path: Path) 
     cfg = config(seed=9, queries=300, query_rate=100.0)
     write(simulate(cfg), tmp_path / "live", live=True, sleep=sleep, clock=lambda: now[0])
     write(simulate(cfg), tmp_path / "burst")
-    assert tree(tmp_path / "live") == tree(tmp_path / "burst")
+    live, burst = load_manifest(tmp_path / "live"), load_manifest(tmp_path / "burst")
+    assert live.live_start_shift_s == pytest.approx(5.0)
+    assert live.model_copy(update={"live_start_shift_s": 0.0}) == burst
+    assert logs(tmp_path / "live") == logs(tmp_path / "burst")
     span_s = cfg.queries / cfg.query_rate
     assert span_s * 0.8 < sum(slept) < span_s + 10 * cfg.click_delay_median_s + 5
 
@@ -193,3 +200,24 @@ def test_existing_logs_are_never_appended_to(tmp_path: Path) -> None:
 def test_bad_parameters_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         config(**bad)
+
+
+def test_a_live_stream_started_late_records_by_how_much(tmp_path: Path) -> None:
+    cfg = config(seed=9, queries=300, query_rate=100.0)
+    late = [START_US / 1e6 + 4.0]  # the simulation was ready 4 s after the planned start
+
+    def sleep(seconds: float) -> None:
+        late[0] += seconds
+
+    write(simulate(cfg), tmp_path / "late", live=True, sleep=sleep, clock=lambda: late[0])
+    assert load_manifest(tmp_path / "late").live_start_shift_s == pytest.approx(4.0)
+
+    early = [START_US / 1e6 - 2.0]  # ready before it: lines go out at their times
+
+    def sleep_early(seconds: float) -> None:
+        early[0] += seconds
+
+    write(simulate(cfg), tmp_path / "early", live=True, sleep=sleep_early, clock=lambda: early[0])
+    assert load_manifest(tmp_path / "early").live_start_shift_s == 0.0
+    write(simulate(cfg), tmp_path / "burst")  # not live: written at once, no shift to speak of
+    assert load_manifest(tmp_path / "burst").live_start_shift_s == 0.0
