@@ -202,9 +202,9 @@ class GroupJoiner:
         now = work.now_us
         if work.replay:  # a crashed try may hold clicks under this token: find them first
             pending, too_old = self._skip_registered(work.batch, work.clicks, True, out)
-            pending = self._hold_for_preferred_dc(pending, now, out)
+            pending, out.held = self.hold_for_preferred_dc(pending, now)
         else:  # a held click is looked up when it comes back, not now
-            pending = self._hold_for_preferred_dc(work.clicks, now, out)
+            pending, out.held = self.hold_for_preferred_dc(work.clicks, now)
             pending, too_old = self._skip_registered(work.batch, pending, False, out)
         found = self._find_queries(pending, now, work.reader_progress_us, out)
 
@@ -312,10 +312,11 @@ class GroupJoiner:
         """The DC that joins ``click_id`` when every DC is up (a stable hash of the id)."""
         return self.dcs[stable_hash(click_id) % len(self.dcs)] if self.dcs else self.dc
 
-    def _hold_for_preferred_dc(
-        self, clicks: list[JoinClick], now: int, out: GroupOutcome
-    ) -> list[JoinClick]:
-        """Hold a click another DC prefers for the grace period; the rest go on.
+    def hold_for_preferred_dc(
+        self, clicks: list[JoinClick], now: int
+    ) -> tuple[list[JoinClick], list[PendingClick]]:
+        """(clicks that go on, clicks held): hold a click another DC prefers for the
+        grace period.
 
         Every DC reads every click. Were all to join each at once, all but one
         would waste the work (the registry lets one win). So a click waits here
@@ -328,8 +329,9 @@ class GroupJoiner:
         up on a backlog, mostly joined already, and the lookup settles it now.
         """
         if not self.affinity_grace_us:
-            return clicks
+            return clicks, []
         go_on: list[JoinClick] = []
+        held: list[PendingClick] = []
         for click in clicks:
             first_seen = click.line.first_seen_us if click.from_retry else now
             if (
@@ -340,8 +342,8 @@ class GroupJoiner:
             ):
                 go_on.append(click)
             else:
-                out.held.append(click.line)
-        return go_on
+                held.append(click.line)
+        return go_on, held
 
     def _past_affinity(self, click: JoinClick, now: int) -> bool:
         if not self.affinity_max_age_us:

@@ -357,10 +357,16 @@ class Joiner(GroupJoiner):
             self._add_due_retries(clicks, now, start.reader_progress_us, report)
             if not start.replay:
                 clicks, kept_back = self._keep_back(clicks, report)
+        held: list[PendingClick] = []
+        if not start.replay:
+            # A group holds these before it looks anything up, on nothing a task has:
+            # held here, they skip the trip to a task and back (half of a batch's new
+            # clicks when two DCs run). A replay's groups hold them after the lookup.
+            clicks, held = self.hold_for_preferred_dc(clicks, now)
         planned = time.perf_counter()
         outcomes = self.run_groups(self._split(batch, start, clicks)) if clicks else []
         joined = time.perf_counter()
-        self._settle(batch, start, report, outcomes, kept_back)
+        self._settle(batch, start, report, outcomes, kept_back, held)
         report.plan_s = round(planned - started, 3)
         report.groups_s = round(joined - planned, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
@@ -428,13 +434,15 @@ class Joiner(GroupJoiner):
         report: BatchReport,
         outcomes: list[GroupOutcome],
         kept_back: list[JoinClick],
+        held: list[PendingClick],
     ) -> None:
         """What the groups left: held and not-found clicks to the retry store, those
         past its limits written as unjoinable first; then the batch is closed.
-        Clicks the driver kept back are deferred like the groups' not-found ones."""
+        Clicks the driver kept back are deferred like the groups' not-found ones, and
+        those it held are held like the groups' held ones."""
         now = start.now_us
         resolved: list[str] = []  # retry-store clicks settled by this batch
-        held: list[PendingClick] = []
+        held = list(held)
         not_found: list[JoinClick] = []
         for outcome in outcomes:
             for name in GROUP_COUNTS:

@@ -18,6 +18,8 @@ import pytest
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest, simulate, write
+from photon.join.group import GroupOutcome, GroupWork, JoinClick
+from photon.join.joiner import GroupRunner
 from photon.join.output import decode
 from photon.logs.reader import LogLine
 from photon.stack.ports import free_ports
@@ -564,8 +566,18 @@ def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     clock = Clock(START_US)
     dcs = ("a", "b")
     parts = {dc: make_dc(dc, root, clock, dcs=dcs, affinity_grace_s=3.0) for dc in dcs}
+    sent: list[tuple[str, JoinClick]] = []  # (dc, click) that went to a group (a task)
     for dc in dcs:  # both DCs have every query cached already
         read_every_query(parts[dc], root)
+        joiner = parts[dc].joiner
+
+        def run_groups(
+            works: list[GroupWork], dc: str = dc, here: GroupRunner = joiner.run_groups
+        ) -> list[GroupOutcome]:
+            sent.extend((dc, click) for work in works for click in work.clicks)
+            return here(works)
+
+        joiner.run_groups = run_groups
     click_batches = {dc: batches(root / dc / "clicks", 4 * 1024) for dc in dcs}
     reports = []
     for n in range(max(len(b) for b in click_batches.values())):
@@ -581,9 +593,14 @@ def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     joined = check_exactly_once(store, manifest)
     assert sum(r.wasted for r in reports) == 0
     assert sum(r.held for r in reports) > 0
+    # The driver holds a new click another DC prefers: only its return (after the
+    # grace, to be looked up) goes to a group.
+    first_sights = [(dc, click) for dc, click in sent if not click.from_retry]
+    assert first_sights
+    preferred = parts["a"].joiner.preferred_dc
+    assert all(preferred(click.line.click_id) == dc for dc, click in first_sights)
     by_dc = Counter(r["dc"] for r in joined)
     assert by_dc["a"] > 0 and by_dc["b"] > 0  # each DC joined the clicks it is preferred for
-    preferred = parts["a"].joiner.preferred_dc
     assert all(preferred(r["click_id"]) == r["dc"] for r in joined)
 
 
