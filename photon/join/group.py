@@ -203,9 +203,8 @@ class GroupJoiner:
         if work.replay:  # a crashed try may hold clicks under this token: find them first
             pending, too_old = self._skip_registered(work.batch, work.clicks, True, out)
             pending, out.held = self.hold_for_preferred_dc(pending, now)
-        else:  # a held click is looked up when it comes back, not now
-            pending, out.held = self.hold_for_preferred_dc(work.clicks, now)
-            pending, too_old = self._skip_registered(work.batch, pending, False, out)
+        else:  # the driver held the clicks another DC prefers (Joiner._process)
+            pending, too_old = self._skip_registered(work.batch, work.clicks, False, out)
         found = self._find_queries(pending, now, work.reader_progress_us, out)
 
         to_register: list[tuple[JoinClick, dict[str, Any]]] = []
