@@ -26,6 +26,9 @@ MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 _SLF4J_BINDINGS = ("/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
 
 _TICK_MS = 1000  # session timeouts may range from 2 to 20 ticks: 2 s to 20 s
+#: Transaction log (KiB) written after a snapshot before the next one; the compose file
+#: sets the same (ZOO_CFG_EXTRA).
+SNAP_SIZE_LIMIT_KB = 102_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,10 @@ class ZooKeeperNode:
             # keep snapshots from filling a laptop's disk
             "autopurge.snapRetainCount=3\n"
             "autopurge.purgeInterval=1\n"
+            # Snapshot once 100 MiB of log is written, not after 4 GiB (the default): the
+            # registry's multis are large, so 100k transactions made GiBs of log, and a
+            # restart replayed it all, past `photon up`'s health wait.
+            f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}\n"
             f"{servers}\n"
         )
 

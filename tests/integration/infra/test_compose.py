@@ -102,6 +102,16 @@ def test_the_stack_has_every_part(services: dict[str, dict[str, Any]]) -> None:
     assert set(services) == expected
 
 
+def test_zookeeper_snapshots_by_log_size_as_the_native_stack_does(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    from photon.stack.zookeeper import SNAP_SIZE_LIMIT_KB
+
+    for name in ("zk1", "zk2", "zk3"):
+        extra = services[name]["environment"]["ZOO_CFG_EXTRA"]
+        assert f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}" in extra.split()
+
+
 def _pinned(image: str) -> bool:
     name, _, tag = image.rpartition(":")
     return bool(name) and "/" not in tag and tag != "latest" and bool(re.search(r"\d", tag))

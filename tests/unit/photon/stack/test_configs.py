@@ -24,6 +24,7 @@ def test_each_zookeeper_node_gets_its_own_dirs_ports_and_the_whole_ensemble(tmp_
     assert f"dataDir={tmp_path / 'zk2' / 'data'}" in cfg
     assert "clientPort=5002" in cfg and "clientPortAddress=127.0.0.1" in cfg
     assert "admin.enableServer=false" in cfg  # three AdminServers would fight over 8080
+    assert "snapSizeLimitInKb=102400" in cfg  # a restart replays at most 100 MiB of log
     assert (
         "server.1=127.0.0.1:5011:5021\nserver.2=127.0.0.1:5012:5022\nserver.3=127.0.0.1:5013:5023"
         in cfg
