@@ -9,6 +9,11 @@ How it fails: the cache is best-effort. A Redis error or timeout is logged and
 counted, the call answers "not cached" (lookups) or is dropped (puts), and
 Redis is left alone for ``cooldown_s`` so a dead server costs one timeout, not
 one per batch. Joins then come from the logs; nothing is lost.
+
+:class:`CacheLossWatch` tells the joiner since when the cache has provably
+lost nothing (no eviction, no restart, no flush): a query the reader put
+after that is still there, so missing from the cache it is missing from the
+logs the reader has read too (docs/join.md, "When the logs are searched").
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from photon import metrics
 log = structlog.get_logger(__name__)
 
 _MSET_CHUNK = 1_000
+#: A key no query id can take (ids are ``<server ip>:<pid>:<ts>``); its absence
+#: tells of a flush.
+_SENTINEL = "~intact"
 
 
 class CacheEventStore:
@@ -77,6 +85,24 @@ class CacheEventStore:
         metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(len(ids) - len(found))
         return found
 
+    def loss_signs(self) -> tuple[str, int, bool] | None:
+        """(server run id, evicted keys, sentinel present) as Redis reports them, setting
+        the sentinel if absent; None when Redis does not answer. Any change between two
+        looks means keys may have gone: a restart (new run id, no persistence), an
+        eviction (``allkeys-lru``), a flush (the sentinel gone)."""
+        if not self._available():
+            return None
+        try:
+            with self._redis.pipeline(transaction=False) as pipe:
+                pipe.info("server")
+                pipe.info("stats")
+                pipe.set(self._prefix + _SENTINEL, b"1", nx=True)
+                server, stats, created = pipe.execute()
+        except redis.RedisError as exc:
+            self._failed("info", exc)
+            return None
+        return str(server["run_id"]), int(stats["evicted_keys"]), not created
+
     @property
     def available(self) -> bool:
         """False while Redis is left alone after a failure (lookups answer "not cached")."""
@@ -92,3 +118,30 @@ class CacheEventStore:
         self._down_until = time.monotonic() + self._cooldown_s
         metrics.CACHE_ERRORS.labels(self.dc).inc()
         log.warning("cache.unavailable", dc=self.dc, op=what, error=str(exc))
+
+
+class CacheLossWatch:
+    """Since when a DC's cache has provably kept every query put into it.
+
+    :meth:`lost_at` looks at Redis's signs of losing keys (:meth:`CacheEventStore.loss_signs`)
+    and answers the last time it may have lost some: the first look (nothing is known of
+    before), any look that finds a sign changed, and any look Redis does not answer.
+    A query is put after it happened, so one newer than that time is still cached if it
+    was put at all (the reader reports the puts it dropped: ``ReaderProgress``).
+
+    How it fails: only towards "may have lost": then the joiner searches the logs as it
+    would without the watch. A key deleted one by one is not seen (nothing does that).
+    """
+
+    def __init__(self, cache: CacheEventStore) -> None:
+        self.cache = cache
+        self._signs: tuple[str, int, bool] | None = None
+        self._lost_at_us = 0
+
+    def lost_at(self, now_us: int) -> int:
+        signs = self.cache.loss_signs()
+        if signs is None or signs != self._signs:
+            self._lost_at_us = now_us
+        # The sentinel is set now: the next look expects it present.
+        self._signs = None if signs is None else (signs[0], signs[1], True)
+        return self._lost_at_us

@@ -393,11 +393,15 @@ class GroupJoiner:
           that old, and it caches a query before it maps it.
         * Younger than ``skip_fresh_logs_s``, asked for only on clicks' first
           sight (without a reader's progress, the one sign there is).
-        * Asked for only by retries the joiner did not name for a search: the
+        * Asked for only by clicks the joiner did not name for a search: a retry's
           query is late (the reader is past its time), and when it comes the
-          reader caches it; the logs only matter if the cache lost it since.
+          reader caches it; the logs only matter if the cache lost it since. A
+          new click's query the cache cannot have lost (Joiner's
+          ``_skip_searches_of_intact_queries``).
 
-        The click retries, and a later retry searches the logs.
+        The click retries, and a later retry searches the logs. Never skipped: a
+        replay's click its crashed try registered (that try found the query; the
+        cache may have lost it since).
         """
         skipped: set[str] = set()
         searched: set[str] = set()
@@ -409,7 +413,9 @@ class GroupJoiner:
                 and now - query_id.ts_us < self.skip_fresh_logs_us
             )
             readable = self.reader_has_read(query_id, reader_progress_us)
-            if fresh or not readable or not click.search_logs:
+            if click.ours:  # registered by this batch's crashed try, which found its query
+                searched.add(str(query_id))
+            elif fresh or not readable or not click.search_logs:
                 skipped.add(str(query_id))
             else:
                 searched.add(str(query_id))

@@ -205,6 +205,7 @@ class Joiner(GroupJoiner):
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
         sleep: Callable[[float], None] = time.sleep,
         reader_progress: Callable[[], int] | None = None,
+        cache_lost_at: Callable[[int], int] | None = None,
         query_window_us: int = 0,
         faults: FaultInjector = NO_FAULTS,
         join_groups: int = 1,
@@ -234,6 +235,9 @@ class Joiner(GroupJoiner):
         # The DC query reader's published progress (photon.join.progress); None: no
         # reader to wait for (every click may expire once past the retry limits).
         self.reader_progress = reader_progress
+        # The last time (given the batch's ``now``) the cache may have lost a query
+        # (photon.join.cache.CacheLossWatch); None: it may always have.
+        self.cache_lost_at = cache_lost_at
         if query_window_us < 0:
             raise ValueError(f"query_window_us must not be negative, not {query_window_us}")
         self.query_window_us = query_window_us
@@ -352,9 +356,14 @@ class Joiner(GroupJoiner):
         if quarantined:
             key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
             report.objects.append(key or "")
+        # A replay searches the logs as if the cache may have lost anything: never less
+        # than its first try did (what that found, this must find again).
+        lost_at = now if start.replay or self.cache_lost_at is None else self.cache_lost_at(now)
+        if not start.replay:
+            self._skip_searches_of_intact_queries(clicks, lost_at, start.reader_progress_us)
         kept_back: list[JoinClick] = []
         if with_retries:
-            self._add_due_retries(clicks, now, start.reader_progress_us, report)
+            self._add_due_retries(clicks, now, start.reader_progress_us, lost_at, report)
             if not start.replay:
                 clicks, kept_back = self._keep_back(clicks, report)
         held: list[PendingClick] = []
@@ -534,19 +543,48 @@ class Joiner(GroupJoiner):
     def _reader_progress_now(self) -> int:
         return self.reader_progress() if self.reader_progress is not None else NO_READER
 
+    def _skip_searches_of_intact_queries(
+        self, clicks: list[JoinClick], lost_at: int, progress_us: int
+    ) -> None:
+        """New clicks whose query the cache cannot have lost skip the log search.
+
+        The reader caches every query it reads before its progress passes it, and the
+        cache has lost nothing put after ``lost_at``: such a query missing from the
+        cache is not in the logs the reader has read either (a search would be in vain:
+        most are never-joinable clicks). Not a click the reader is far enough past to
+        give up on: a click is declared unjoinable only after a search.
+        """
+        for click in clicks:
+            if click.event.query_id.ts_us > lost_at and not self._reader_past(
+                click.event, progress_us
+            ):
+                click.search_logs = False
+
     def _add_due_retries(
-        self, clicks: list[JoinClick], now: int, progress_us: int, report: BatchReport
+        self,
+        clicks: list[JoinClick],
+        now: int,
+        progress_us: int,
+        lost_at: int,
+        report: BatchReport,
     ) -> None:
         present = {c.line.click_id for c in clicks}
         for item in self.retries.due(now, self.max_retries_per_batch, progress_us):
             if item.click_id in present:
                 continue  # the same click came again in this batch's lines
             event = decode_click(item.raw)
-            search_logs = self.logs_due(item, event, now, progress_us)
+            search_logs = self.logs_due(item, event, now, progress_us, lost_at)
             clicks.append(JoinClick(event, item, True, search_logs=search_logs))
             report.retries_due += 1
 
-    def logs_due(self, click: PendingClick, event: ClickEvent, now: int, progress_us: int) -> bool:
+    def logs_due(
+        self,
+        click: PendingClick,
+        event: ClickEvent,
+        now: int,
+        progress_us: int,
+        lost_at: int | None = None,
+    ) -> bool:
         """Whether this try of a retried click searches the logs if the cache lacks its query.
 
         Never while the reader has not provably read the query's time (the group
@@ -559,17 +597,21 @@ class Joiner(GroupJoiner):
         given up on before its logs were searched. Not on a try before the first
         (a click back from a hold or a recovery): the search is in vain for most
         such clicks, whose query is late or never comes, and the next try, one
-        backoff later, searches.
+        backoff later, searches. Only the try that may declare it unjoinable searches
+        for a query newer than ``lost_at``: the cache has lost nothing put since
+        (:meth:`_skip_searches_of_intact_queries`).
         """
         if not self.reader_has_read(event.query_id, progress_us):
             return False
         tried = click.attempts
+        last_try = replace(click, attempts=tried + 1)  # as the retry store will count it
+        if self.retries.past_limits(last_try, now) and self._reader_past(event, progress_us):
+            return True
+        if lost_at is not None and event.query_id.ts_us > lost_at:
+            return False
         if click.behind_reader:  # the reader has read its query's time since its last try
             return True
-        if tried & (tried - 1) == 0 and tried.bit_length() % 2 == 1:  # a power of four
-            return True
-        last_try = replace(click, attempts=tried + 1)  # as the retry store will count it
-        return self.retries.past_limits(last_try, now) and self._reader_past(event, progress_us)
+        return tried & (tried - 1) == 0 and tried.bit_length() % 2 == 1  # a power of four
 
     def _count(self, report: BatchReport) -> None:
         for outcome in (

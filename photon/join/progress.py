@@ -24,6 +24,10 @@ With every file read and idle, everything written so far was read: the
 progress is the newest event time read, or the reader's clock less
 ``idle``, whichever is later. The published progress never goes back.
 
+With the progress it publishes the last time it failed to cache queries it
+read (``cache_lost_at_us``; 0: never): the joiner skips a log search only for
+a query the cache cannot have lost (photon.join.cache.CacheLossWatch).
+
 The reader keeps its per-file view in ``progress-state.json`` and publishes
 ``progress.json`` (both written whole, then renamed) in its state directory,
 next to its checkpoint; the DC's joiner reads the latter
@@ -89,6 +93,8 @@ class ReaderProgress:
         self.idle_us = idle_us
         self.files: dict[str, FileView] = {}
         self.progress_us = NOTHING_READ
+        #: When it last failed to cache queries it read (0: never).
+        self.cache_lost_at_us = 0
         self._saved: dict[str, object] | None = None  # what the state file holds
         self._load()
 
@@ -126,6 +132,10 @@ class ReaderProgress:
         self.progress_us = max(self.progress_us, computed)
         return self.progress_us
 
+    def cache_lost(self, now_us: int) -> None:
+        """Queries read by ``now_us`` may be missing from the cache (a put failed)."""
+        self.cache_lost_at_us = max(self.cache_lost_at_us, now_us)
+
     def settled(self, files: Mapping[str, FileStat], now_us: int) -> bool:
         """Every file read to its end and idle: the progress is as far as it can go until
         something is written (a reader stopping now leaves nothing behind it)."""
@@ -142,6 +152,7 @@ class ReaderProgress:
         nothing changed since the last save (the reader looks every trigger interval)."""
         state = {
             "progress_us": self.progress_us,
+            "cache_lost_at_us": self.cache_lost_at_us,
             "files": {name: asdict(view) for name, view in self.files.items()},
         }
         if state == self._saved:
@@ -149,7 +160,12 @@ class ReaderProgress:
         _write_json(self.state_dir / STATE_FILE, state)
         self._saved = state
         _write_json(
-            self.state_dir / PROGRESS_FILE, {"progress_us": self.progress_us, "batch": batch}
+            self.state_dir / PROGRESS_FILE,
+            {
+                "progress_us": self.progress_us,
+                "cache_lost_at_us": self.cache_lost_at_us,
+                "batch": batch,
+            },
         )
 
     def _load(self) -> None:
@@ -158,6 +174,7 @@ class ReaderProgress:
             return
         data = json.loads(path.read_text())
         self.progress_us = int(data["progress_us"])
+        self.cache_lost_at_us = int(data.get("cache_lost_at_us", 0))
         self.files = {name: FileView(**view) for name, view in data["files"].items()}
         self._saved = data
 
@@ -186,6 +203,16 @@ def read_progress(reader_state_dir: Path) -> int:
         return int(data["progress_us"])
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return NOTHING_READ
+
+
+def read_cache_lost_at(reader_state_dir: Path) -> int | None:
+    """When a DC's query reader last failed to cache queries it read (0: never); None
+    when it published nothing that says (then every query may be missing)."""
+    try:
+        data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
+        return int(data["cache_lost_at_us"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _write_json(path: Path, data: object) -> None:

@@ -157,6 +157,9 @@ class QueryReader:
                 ).inc()
 
         report.cached = self.cache.put_many(raw_by_id)
+        if report.cached < len(raw_by_id) and self.progress is not None:
+            with self._lock:  # published with the progress below: joiners search the logs
+                self.progress.cache_lost(self.clock())
         entries, state = self.builder.plan(positions)
         if entries:
             report.map_run = delta_run_key(self.dc, self.attempt, batch)

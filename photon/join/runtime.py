@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,13 +24,13 @@ from typing import Any
 from photon import metrics
 from photon.faults import FaultInjector
 from photon.join.adapter import load_adapter
-from photon.join.cache import CacheEventStore
+from photon.join.cache import CacheEventStore, CacheLossWatch
 from photon.join.group import GroupJoiner
 from photon.join.joiner import Joiner
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
-from photon.join.progress import ReaderProgress, read_progress
+from photon.join.progress import ReaderProgress, read_cache_lost_at, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
 from photon.localfiles import write_whole
@@ -144,6 +145,18 @@ def build_group_joiner(
     return GroupJoiner(registry=registry, **options), closers
 
 
+def cache_lost_at(watch: CacheLossWatch, reader_state_dir: Path) -> Callable[[int], int]:
+    """The last time a DC's cache may have lost a query, given a batch's ``now``: what
+    Redis shows (``watch``) and the puts its query reader dropped, whichever is later."""
+
+    def lost_at(now_us: int) -> int:
+        dropped = read_cache_lost_at(reader_state_dir)
+        seen = watch.lost_at(now_us)
+        return now_us if dropped is None else max(dropped, seen)
+
+    return lost_at
+
+
 def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
     state_dir = settings.pipeline_dir(dc, JOINER)
     attempt = attempt_name(state_dir, dc)
@@ -172,6 +185,9 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             retries=retries,
             max_retries_per_batch=settings.pipeline.max_retries_per_batch,
             reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
+            cache_lost_at=cache_lost_at(
+                CacheLossWatch(options["cache"]), query_reader_dir(settings, dc)
+            ),
             query_window_us=int(settings.log_file_map.window_s * 1_000_000),
             join_groups=max(1, settings.pipeline.join_groups),
             # Two triggers without lines: the stream is quiet, retry passes take over.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from photon.join.adapter import AdClickAdapter
-from photon.join.cache import CacheEventStore
+from photon.join.cache import CacheEventStore, CacheLossWatch
 from photon.join.joiner import Joiner
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
@@ -18,6 +18,7 @@ from photon.join.output import OutputWriter
 from photon.join.progress import ReaderProgress, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
+from photon.join.runtime import cache_lost_at
 from photon.logs.reader import GrowingLogReader, LogLine
 from photon.settings import PhotonSettings, RetrySettings
 from photon.stack.manager import LocalStack
@@ -153,6 +154,7 @@ def make_dc(
             affinity_max_age_s=affinity_max_age_s,
             skip_fresh_logs_s=skip_fresh_logs_s,
             reader_progress=lambda: read_progress(progress_dir),
+            cache_lost_at=cache_lost_at(CacheLossWatch(cache), progress_dir),
             query_window_us=W_US,
             reader_wait_s=reader_wait_s,
             clock=clock,

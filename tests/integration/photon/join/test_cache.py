@@ -8,9 +8,10 @@ import time
 import uuid
 
 import pytest
+import redis
 from prometheus_client import REGISTRY
 
-from photon.join.cache import CacheEventStore
+from photon.join.cache import CacheEventStore, CacheLossWatch
 from photon.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -44,3 +45,42 @@ def test_lookups_miss_while_redis_is_down_and_hit_again_once_it_is_back(
     assert cache.put_many({"q4": b'{"query_id":"q4"}'}) == 1
     assert cache.get_many(["q4"]) == {"q4": b'{"query_id":"q4"}'}  # hits again
     cache.close()
+
+
+def test_the_loss_watch_sees_a_flush_an_eviction_and_a_restart(local_stack: LocalStack) -> None:
+    dc = f"t{uuid.uuid4().hex[:8]}"
+    url = local_stack.settings.redis_url
+    cache = CacheEventStore(url, dc, timeout_s=0.3, cooldown_s=0.5)
+    admin = redis.Redis.from_url(url)
+    watch = CacheLossWatch(cache)
+    try:
+        assert watch.lost_at(100) == 100  # the first look: nothing is known of before
+        cache.put_many({"q1": b"{}"})
+        assert watch.lost_at(200) == 100  # puts lose nothing
+
+        admin.flushdb()  # an operator empties the cache
+        assert watch.lost_at(300) == 300
+        assert watch.lost_at(400) == 300
+
+        limit = admin.config_get("maxmemory")["maxmemory"]
+        used = int(admin.info("memory")["used_memory"])
+        try:  # Redis at its memory bound evicts (allkeys-lru)
+            admin.config_set("maxmemory", used + (1 << 20))
+            for n in range(64):
+                admin.set(f"photon-t-fill:{dc}:{n}", b"x" * 65_536)
+        finally:
+            admin.config_set("maxmemory", limit)
+        assert int(admin.info("stats")["evicted_keys"]) > 0
+        assert watch.lost_at(500) == 500
+        assert watch.lost_at(600) == 500
+
+        os.kill(_redis_pid(local_stack), signal.SIGKILL)
+        time.sleep(0.2)
+        assert watch.lost_at(700) == 700  # no answer: it may have lost anything
+    finally:
+        local_stack.up()  # Redis back (empty: it keeps nothing on disk)
+    time.sleep(0.6)  # past the cooldown
+    assert watch.lost_at(800) == 800  # a new server: everything before is gone
+    assert watch.lost_at(900) == 800
+    cache.close()
+    admin.close()

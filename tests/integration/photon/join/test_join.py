@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+import redis
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
 from photon.gen.model import GenConfig, Manifest
@@ -22,6 +23,7 @@ from photon.join.group import GroupOutcome, GroupWork, JoinClick
 from photon.join.joiner import GroupRunner
 from photon.join.output import decode
 from photon.logs.reader import LogLine
+from photon.stack.manager import LocalStack
 from photon.stack.ports import free_ports
 from photon.storage import ObjectStore
 from registry import IdRegistry
@@ -278,6 +280,68 @@ def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
     *waiting, (last, searched_last, given_up) = tries
     assert searched_last and given_up == lost and last not in (1, 4, 16)
     assert [n for n, searched, _ in waiting if searched] == [1, 4]
+    check_unjoinable_once(store, manifest)
+
+
+def test_a_query_the_cache_cannot_have_lost_is_searched_for_only_on_the_last_try(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """The joiner looked at the cache before any query happened, and it has lost
+    nothing since: a query it lacks is not in the logs the reader read either. So a
+    never-joinable click's tries ask the cache alone (the driver keeps them back),
+    and only the try that gives it up searches the logs."""
+    root, manifest = logs
+    clock = Clock(START_US - 10 * S)
+    a = make_dc("a", root, clock)
+    a.joiner.process(f"{0:012d}", [])  # its first look at the cache, before every query
+    clock.now_us = START_US + 10 * S
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{1:012d}", clicks)
+    lost = len(manifest.never_joinable)
+    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
+    assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
+    tries: list[tuple[int, bool, int]] = []  # (tries before, logs searched, given up)
+    for n in range(1, 30):
+        clock.now_us += 5 * S
+        a.reader.publish_progress()
+        report = a.joiner.process_retries()
+        assert report is not None and report.cache_misses == lost
+        searched = report.logs_skipped == 0
+        assert report.kept_back == (0 if searched else lost)
+        tries.append((n, searched, report.unjoinable))
+        if report.unjoinable:
+            break
+    *waiting, (_, searched_last, given_up) = tries
+    assert searched_last and given_up == lost
+    assert [n for n, searched, _ in waiting if searched] == []  # not after the 1st, 4th…
+    check_unjoinable_once(store, manifest)
+
+
+def test_queries_the_reader_could_not_cache_are_searched_in_the_logs_at_once(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """The joiner looked at the cache before any query, but the reader's puts failed
+    (it published when): the cache may lack any query read until then, so new clicks
+    search the logs for the queries it lacks, and are joined from there."""
+    root, manifest = logs
+    clock = Clock(START_US - 10 * S)
+    dead_cache = f"redis://127.0.0.1:{free_ports(1)[0]}/0"
+    reader = make_dc("a", root, clock, redis_url=dead_cache, attempt="reader")
+    a = make_dc("a", root, clock, reader_attempt="reader")
+    a.joiner.process(f"{0:012d}", [])  # its first look at the cache, before every query
+    clock.now_us = START_US + 10 * S
+    read_every_query(reader, root)  # every put dropped
+    clock.now_us += FILE_IDLE_US
+    reader.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{1:012d}", clicks)
+    assert first.joined == len(manifest.expected_joins) and first.logs_skipped == 0
+    assert first.from_logs == first.cache_misses - len(manifest.never_joinable)
+    drain(a, clock, step_s=5, reader=reader)
+    check_exactly_once(store, manifest)
     check_unjoinable_once(store, manifest)
 
 
@@ -667,6 +731,47 @@ def test_an_injected_crash_after_commit_leaves_ids_registered_and_unwritten(
     assert [c for c in ids if registry.read_token(c) == "a/run1/000000000000"]
     assert list(store.keys("joined/")) == []
     assert a.retries.unfinished_batches() == ["000000000000"]  # Spark's replay writes them
+
+
+def test_a_replay_finds_in_the_logs_a_query_its_crashed_try_found_in_the_cache(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    registry: IdRegistry,
+    logs: tuple[Path, Manifest],
+    local_stack: LocalStack,
+) -> None:
+    """The crashed try joined from the cache alone (new clicks skip the logs while
+    their queries are fresh) and registered its clicks; the cache then lost those
+    queries. The replay must find them again, in the logs, or the clicks would be
+    registered and never written."""
+    from photon.faults import FaultInjector
+    from photon.settings import FaultSettings
+
+    def killed(code: int) -> NoReturn:
+        raise SystemExit(code)
+
+    root, _ = logs
+    clock = Clock(START_US + 600 * S)
+    a = make_dc("a", root, clock, skip_fresh_logs_s=3600)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    [clicks, *_] = batches(root / "a" / "clicks", 16 * 1024)
+    a.joiner.faults = FaultInjector(FaultSettings(crash_after_commit_p=1.0), exit=killed)
+    with pytest.raises(SystemExit):
+        a.joiner.process("000000000000", clicks)
+    token = "a/run1/000000000000"
+    ids = {c for c in map(_click_id, clicks) if c is not None}
+    registered = {c for c in ids if registry.read_token(c) == token}
+    assert registered
+    admin = redis.Redis.from_url(local_stack.settings.redis_url)
+    admin.delete(*admin.keys(f"{a.cache_prefix}:a:*"))  # the cache lost every query
+    admin.close()
+
+    restarted = make_dc("a", root, clock, skip_fresh_logs_s=3600)
+    replay = restarted.joiner.process("000000000000", clicks)
+    assert replay.replay and replay.from_logs > 0
+    assert registered <= {r["click_id"] for r in rows(store, "joined/")}
 
 
 #: Where a streaming batch dies: after each step of :meth:`Joiner._process` (the part

@@ -12,6 +12,7 @@ from photon.join.progress import (
     ReaderProgress,
     ReadLine,
     file_stats,
+    read_cache_lost_at,
     read_progress,
 )
 
@@ -132,6 +133,21 @@ def test_it_survives_a_restart_and_publishes_for_the_joiner(tmp_path: Path) -> N
     )  # a.log is known read
     (tmp_path / "progress.json").write_text("{not json")
     assert read_progress(tmp_path) == NOTHING_READ
+
+
+def test_the_last_dropped_put_is_kept_and_published_with_the_progress(tmp_path: Path) -> None:
+    assert read_cache_lost_at(tmp_path) is None  # nothing published: anything may be lost
+    first = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    first.save("000000000001")
+    assert read_cache_lost_at(tmp_path) == 0  # published, nothing dropped
+    first.cache_lost(T0 + 9 * S)
+    first.cache_lost(T0 + 7 * S)  # never goes back
+    first.save("000000000002")
+    assert read_cache_lost_at(tmp_path) == T0 + 9 * S
+    again = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    assert again.cache_lost_at_us == T0 + 9 * S
+    (tmp_path / "progress.json").write_text('{"progress_us": 5, "batch": "b"}')  # an older reader
+    assert read_cache_lost_at(tmp_path) is None
 
 
 def test_file_stats_lists_log_files_only(tmp_path: Path) -> None:
