@@ -358,7 +358,12 @@ class Joiner(GroupJoiner):
             report.objects.append(key or "")
         # A replay searches the logs as if the cache may have lost anything: never less
         # than its first try did (what that found, this must find again).
-        lost_at = now if start.replay or self.cache_lost_at is None else self.cache_lost_at(now)
+        # W past the loss: a query's time is its ad server's clock, a loss's the hosts'.
+        lost_at = (
+            now
+            if start.replay or self.cache_lost_at is None
+            else self.cache_lost_at(now) + self.query_window_us
+        )
         if not start.replay:
             self._skip_searches_of_intact_queries(clicks, lost_at, start.reader_progress_us)
         kept_back: list[JoinClick] = []
