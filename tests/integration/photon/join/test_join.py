@@ -249,6 +249,25 @@ def test_the_logs_are_searched_for_a_query_only_once_the_reader_is_past_it(
     check_unjoinable_once(store, manifest)
 
 
+def tries_until_given_up(parts: DcParts, clock: Clock, lost: int) -> list[tuple[int, bool, int]]:
+    """Retry passes 5 s apart over ``lost`` never-joinable clicks until they are given
+    up on: (tries before, logs searched, given up) of each."""
+    tries: list[tuple[int, bool, int]] = []
+    for n in range(1, 30):
+        clock.now_us += 5 * S
+        parts.reader.publish_progress()
+        report = parts.joiner.process_retries()
+        assert report is not None and report.cache_misses == lost
+        assert report.logs_skipped in (0, lost)  # all of them, or none: they share a schedule
+        searched = report.logs_skipped == 0
+        # A try that searches nothing is the driver's alone: one MGET, no group.
+        assert report.kept_back == (0 if searched or report.unjoinable else lost)
+        tries.append((n, searched, report.unjoinable))
+        if report.unjoinable:
+            break
+    return tries
+
+
 def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
@@ -264,20 +283,7 @@ def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
     first = a.joiner.process(f"{0:012d}", clicks)
     lost = len(manifest.never_joinable)
     assert first.joined == len(manifest.expected_joins) and first.deferred == lost
-    tries: list[tuple[int, bool, int]] = []  # (tries before, logs searched, given up)
-    for n in range(1, 30):
-        clock.now_us += 5 * S
-        a.reader.publish_progress()
-        report = a.joiner.process_retries()
-        assert report is not None and report.cache_misses == lost
-        assert report.logs_skipped in (0, lost)  # all of them, or none: they share a schedule
-        searched = report.logs_skipped == 0
-        # A try that searches nothing is the driver's alone: one MGET, no group.
-        assert report.kept_back == (0 if searched or report.unjoinable else lost)
-        tries.append((n, searched, report.unjoinable))
-        if report.unjoinable:
-            break
-    *waiting, (last, searched_last, given_up) = tries
+    *waiting, (last, searched_last, given_up) = tries_until_given_up(a, clock, lost)
     assert searched_last and given_up == lost and last not in (1, 4, 16)
     assert [n for n, searched, _ in waiting if searched] == [1, 4]
     check_unjoinable_once(store, manifest)
@@ -303,18 +309,7 @@ def test_a_query_the_cache_cannot_have_lost_is_searched_for_only_on_the_last_try
     lost = len(manifest.never_joinable)
     assert first.joined == len(manifest.expected_joins) and first.deferred == lost
     assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
-    tries: list[tuple[int, bool, int]] = []  # (tries before, logs searched, given up)
-    for n in range(1, 30):
-        clock.now_us += 5 * S
-        a.reader.publish_progress()
-        report = a.joiner.process_retries()
-        assert report is not None and report.cache_misses == lost
-        searched = report.logs_skipped == 0
-        assert report.kept_back == (0 if searched else lost)
-        tries.append((n, searched, report.unjoinable))
-        if report.unjoinable:
-            break
-    *waiting, (_, searched_last, given_up) = tries
+    *waiting, (_, searched_last, given_up) = tries_until_given_up(a, clock, lost)
     assert searched_last and given_up == lost
     assert [n for n, searched, _ in waiting if searched] == []  # not after the 1st, 4th…
     check_unjoinable_once(store, manifest)
