@@ -13,7 +13,7 @@ one per batch. Joins then come from the logs; nothing is lost.
 :class:`CacheLossWatch` tells the joiner since when the cache has provably
 lost nothing (no eviction, no restart, no flush): a query the reader put
 after that is still there, so missing from the cache it is missing from the
-logs the reader has read too (docs/join.md, "When the logs are searched").
+logs the reader has read too (docs/join.md, "One joiner batch", step 5).
 """
 
 from __future__ import annotations
