@@ -356,15 +356,15 @@ class Joiner(GroupJoiner):
         if quarantined:
             key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
             report.objects.append(key or "")
-        # A replay searches the logs as if the cache may have lost anything: never less
-        # than its first try did (what that found, this must find again).
-        # W past the loss: a query's time is its ad server's clock, a loss's the hosts'.
+        # None: the cache may have lost anything. So in a replay, which must search no
+        # less than its first try did (what that found, this must find again). W past
+        # the loss: a query's time is its ad server's clock, a loss's the hosts'.
         lost_at = (
-            now
+            None
             if start.replay or self.cache_lost_at is None
             else self.cache_lost_at(now) + self.query_window_us
         )
-        if not start.replay:
+        if lost_at is not None:
             self._skip_searches_of_intact_queries(clicks, lost_at, start.reader_progress_us)
         kept_back: list[JoinClick] = []
         if with_retries:
@@ -570,7 +570,7 @@ class Joiner(GroupJoiner):
         clicks: list[JoinClick],
         now: int,
         progress_us: int,
-        lost_at: int,
+        lost_at: int | None,
         report: BatchReport,
     ) -> None:
         present = {c.line.click_id for c in clicks}
@@ -588,7 +588,7 @@ class Joiner(GroupJoiner):
         event: ClickEvent,
         now: int,
         progress_us: int,
-        lost_at: int | None = None,
+        lost_at: int | None,
     ) -> bool:
         """Whether this try of a retried click searches the logs if the cache lacks its query.
 
@@ -604,7 +604,7 @@ class Joiner(GroupJoiner):
         such clicks, whose query is late or never comes, and the next try, one
         backoff later, searches. Only the try that may declare it unjoinable searches
         for a query newer than ``lost_at``: the cache has lost nothing put since
-        (:meth:`_skip_searches_of_intact_queries`).
+        (:meth:`_skip_searches_of_intact_queries`; None: it may have lost anything).
         """
         if not self.reader_has_read(event.query_id, progress_us):
             return False

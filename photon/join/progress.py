@@ -198,19 +198,21 @@ def file_stats(directory: Path) -> dict[str, FileStat]:
 
 def read_progress(reader_state_dir: Path) -> int:
     """The progress a DC's query reader published (:data:`NOTHING_READ` before any)."""
-    try:
-        data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
-        return int(data["progress_us"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return NOTHING_READ
+    published = _published(reader_state_dir, "progress_us")
+    return NOTHING_READ if published is None else published
 
 
 def read_cache_lost_at(reader_state_dir: Path) -> int | None:
     """When a DC's query reader last failed to cache queries it read (0: never); None
     when it published nothing that says (then every query may be missing)."""
+    return _published(reader_state_dir, "cache_lost_at_us")
+
+
+def _published(reader_state_dir: Path, name: str) -> int | None:
+    """One value of ``progress.json``; None when missing or unreadable."""
     try:
         data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
-        return int(data["cache_lost_at_us"])
+        return int(data[name])
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
 
