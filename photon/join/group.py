@@ -128,6 +128,18 @@ class GroupOutcome:
     pid: int = field(default_factory=os.getpid)  # the process that joined it (an executor's)
 
 
+def preferred_dc(click_id: str, dcs: Sequence[str]) -> str:
+    """The DC of ``dcs`` that joins ``click_id`` when every DC is up: a stable hash.
+
+    Not the hash the registry shards by (:func:`registry.sharding.stable_hash` of
+    the bare id): with it, shard parity would be preferred-DC parity, so with two
+    DCs and an even shard count each of a DC's two shard groups would hold only
+    its own clicks or only the other DC's, and one of its tasks would do all
+    the work of a batch.
+    """
+    return dcs[stable_hash(f"{click_id}#preferred-dc") % len(dcs)]
+
+
 def part_name(batch: str, group: int, groups: int) -> str:
     """The object name of a batch's group (the batch's own when it is one group)."""
     return batch if groups == 1 else f"{batch}.g{group:03d}"
@@ -228,19 +240,19 @@ class GroupJoiner:
             self.faults.before_registry_call()
             counters = self.registry.counters
             calls, transactions = counters.calls, counters.transactions
-            results = self.registry.register(
-                (click.event.click_id, token) for click, _ in to_register
-            )
+            results = self._register_own_first([click for click, _ in to_register], token)
             out.register_calls = counters.calls - calls
             out.register_transactions = counters.transactions - transactions
             if RegisterResult.COMMITTED in results.values():
                 self.faults.after_commit(work.batch)  # chaos: a crash loses the write, not ids
             out.register_s = time.perf_counter() - register_started
-            out.registered = len(to_register)
+            out.registered = len(results)
             for click, fields in to_register:
-                outcome = results[click.line.click_id]
+                outcome = results.get(click.line.click_id)
                 out.resolved.append(click.line.click_id)
-                if outcome is RegisterResult.COMMITTED:
+                if outcome is None:  # another DC registered it since the lookup
+                    out.counts["already_joined"] += 1
+                elif outcome is RegisterResult.COMMITTED:
                     rows.append(
                         {
                             **fields,
@@ -301,6 +313,30 @@ class GroupJoiner:
                 out.resolved.append(click.line.click_id)
         return pending, too_old
 
+    def _register_own_first(self, clicks: list[JoinClick], token: str) -> dict[str, RegisterResult]:
+        """Register the clicks this DC is preferred for, then look the rest up again
+        and register those still absent; a click found registered has no result.
+
+        Two DCs that meet one backlog at once (old clicks are not held for their
+        preferred DC, ``affinity_max_age_s``) each look every click up as absent.
+        Registering in one call, both would race for every click, and the loser's
+        transactions fail and shrink over and over. This way each first takes its
+        own half and then finds most of the other's half already registered. A
+        crashed try's own clicks (``ours``) go first: the lookup would find them.
+        """
+        own: list[JoinClick] = []
+        others: list[JoinClick] = []
+        for click in clicks:
+            mine = click.ours or self.preferred_dc(click.line.click_id) == self.dc
+            (own if mine else others).append(click)
+        results = self.registry.register((c.event.click_id, token) for c in own) if own else {}
+        if own and others:  # time has passed since the lookup: the other DC's may be in
+            found = self.registry.lookup(c.event.click_id for c in others)
+            others = [c for c in others if found[c.line.click_id] is not LookupResult.PRESENT]
+        if others:
+            results |= self.registry.register((c.event.click_id, token) for c in others)
+        return results
+
     @staticmethod
     def reader_has_read(query_id: EventId, progress_us: int) -> bool:
         """Whether the DC's query reader had provably read every query up to this
@@ -308,8 +344,8 @@ class GroupJoiner:
         return query_id.ts_us <= progress_us
 
     def preferred_dc(self, click_id: str) -> str:
-        """The DC that joins ``click_id`` when every DC is up (a stable hash of the id)."""
-        return self.dcs[stable_hash(click_id) % len(self.dcs)] if self.dcs else self.dc
+        """The DC that joins ``click_id`` when every DC is up (:func:`preferred_dc`)."""
+        return preferred_dc(click_id, self.dcs) if self.dcs else self.dc
 
     def hold_for_preferred_dc(
         self, clicks: list[JoinClick], now: int

@@ -702,6 +702,66 @@ def test_a_dc_back_from_an_outage_holds_none_of_its_old_backlog(
     check_exactly_once(store, manifest)
 
 
+class _ThenMeanwhile:
+    """The real registry, except that ``meanwhile`` (when set) runs once right after
+    a registration: another DC's work between this DC's two registrations."""
+
+    def __init__(self, real: IdRegistry) -> None:
+        self.real = real
+        self.meanwhile: Callable[[], None] | None = None
+
+    def register(self, items: Any) -> Any:
+        results = self.real.register(items)
+        if self.meanwhile is not None:
+            run, self.meanwhile = self.meanwhile, None
+            run()
+        return results
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_two_dcs_meeting_one_old_backlog_at_once_each_register_their_own_half_first(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
+    dcs = ("a", "b")
+    one_group = {"affinity_grace_s": 3.0, "affinity_max_age_s": 30.0, "join_groups": 1}
+    parts = {dc: make_dc(dc, root, clock, dcs=dcs, **one_group) for dc in dcs}
+    for dc in dcs:
+        read_every_query(parts[dc], root)
+    a_registry = _ThenMeanwhile(parts["a"].joiner.registry)
+    parts["a"].joiner.registry = a_registry  # type: ignore[assignment]
+    click_batches = {dc: batches(root / dc / "clicks", 8 * 1024) for dc in dcs}
+    together = min(len(b) for b in click_batches.values())
+    assert together > 1
+    reports = []
+    for n in range(max(len(b) for b in click_batches.values())):
+        clock.now_us += S // 2
+
+        def b_batch(n: int = n) -> None:  # both looked every click up as absent
+            reports.append(parts["b"].joiner.process(f"{n:012d}", click_batches["b"][n]))
+
+        if n < together:  # DC b's batch runs once a has registered once
+            a_registry.meanwhile = b_batch
+        elif n < len(click_batches["b"]):
+            b_batch()
+        if n < len(click_batches["a"]):
+            reports.append(parts["a"].joiner.process(f"{n:012d}", click_batches["a"][n]))
+        assert a_registry.meanwhile is None
+    for dc in dcs:
+        drain(parts[dc], clock)
+    joined = check_exactly_once(store, manifest)
+    # Neither DC lost a registration to the other: a looked b's half up again after
+    # registering its own, and found it registered.
+    assert sum(r.wasted for r in reports) == 0
+    streamed = [r for r in joined if "/retry-" not in r["token"]]
+    preferred = parts["a"].joiner.preferred_dc
+    assert Counter(r["dc"] for r in streamed).keys() == {"a", "b"}
+    assert all(preferred(r["click_id"]) == r["dc"] for r in streamed)
+
+
 def test_an_injected_crash_after_commit_leaves_ids_registered_and_unwritten(
     make_dc: MakeDc, store: ObjectStore, registry: IdRegistry, logs: tuple[Path, Manifest]
 ) -> None:

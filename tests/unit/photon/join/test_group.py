@@ -1,14 +1,18 @@
-"""Pure parts of the shard groups: object names, and the replay's filter of written rows."""
+"""Pure parts of the shard groups: object names, the replay's filter of written rows, and
+which DC a click is preferred by."""
 
 from __future__ import annotations
 
 import pickle
+from collections import Counter
 
 import pytest
 
+from photon.events.ids import EventId
 from photon.events.records import decode_click
-from photon.join.group import JoinClick, _unwritten, part_name
+from photon.join.group import JoinClick, _unwritten, part_name, preferred_dc
 from photon.join.retry import PendingClick
+from registry.sharding import Epoch, ShardingConfig
 
 pytestmark = pytest.mark.unit
 
@@ -37,3 +41,23 @@ def test_a_click_crosses_to_a_spark_task_and_back_unchanged() -> None:
     again = pickle.loads(pickle.dumps(click))  # noqa: S301 (bytes it just wrote)
     assert again == click and again.line == line
     assert pickle.loads(pickle.dumps(line)) == line  # noqa: S301
+
+
+@pytest.mark.parametrize("shards", [2, 4, 6, 64])
+def test_each_shard_group_holds_clicks_of_every_preferred_dc(shards: int) -> None:
+    """The preferred DC does not follow the shard: a DC's two groups (tasks) each get
+    about half of its own clicks, not one group all of them."""
+    config = ShardingConfig((Epoch(0, shards),), 0, 3_600_000_000)
+    ids = [f"10.0.0.{n % 7}:{n + 1}:{1_795_516_000_000_000 + n}" for n in range(4_000)]
+    pairs = Counter(
+        (config.shard_of(EventId.parse(i)) % 2, preferred_dc(i, ("a", "b"))) for i in ids
+    )
+    assert set(pairs) == {(g, dc) for g in (0, 1) for dc in ("a", "b")}
+    assert min(pairs.values()) > 0.2 * len(ids)  # a quarter each, give or take
+
+
+def test_the_preferred_dc_is_one_of_the_dcs_and_stable() -> None:
+    ids = [f"10.0.0.1:{n}:{1_795_516_000_000_000 + n}" for n in range(1_000)]
+    chosen = [preferred_dc(i, ("a", "b", "c")) for i in ids]
+    assert set(chosen) == {"a", "b", "c"}
+    assert chosen == [preferred_dc(i, ("a", "b", "c")) for i in ids]
