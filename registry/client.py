@@ -5,7 +5,14 @@ in ``multi`` transactions grouped by shard and time bucket; only the first
 attempt to register an id wins, and a retry by the same attempt (same token)
 is answered ``COMMITTED`` again. ``lookup`` answers ``ABSENT``/``PRESENT``,
 listing a bucket once where many ids share it. Ids below their shard's GC
-boundary answer ``TOO_OLD`` and are never written. ``registered`` lists a
+boundary answer ``TOO_OLD`` and are never written: every ``multi`` checks the
+znode versions of the sharding config and of the GC boundary of each shard it
+writes to, as ``register`` read them just before (not the watched copies,
+which may lag). GC moving a boundary, or a new epoch moving ids to other
+shards, between that read and the commit fails the transaction; the next
+round reads them again. Buckets are created only at or above the boundary
+just read. (``lookup`` answers from the watched boundary: a lagging one says
+``ABSENT`` where ``TOO_OLD`` is true, and ``register`` then refuses the id.) ``registered`` lists a
 window's ids with their tokens (verification, recovery); ``announce`` keeps
 an ephemeral ``members/<name>`` node saying which sharding config version a
 client uses (the resharding rollout reads them with ``members``).
@@ -13,9 +20,11 @@ client uses (the resharding rollout reads them with ``members``).
 How it fails, and what it does then:
 
 * a ``multi`` is all-or-nothing and kazoo's ``commit()`` does not raise: it
-  returns one result per op, an exception instance where an op failed. A
-  failed transaction's buckets are listed, ids already there are answered
-  from their tokens, and the rest go into the next transaction;
+  returns one result per op, an exception instance where an op failed. After
+  a failed transaction, ids already there are answered from their tokens, and
+  the rest go into the next round (config and boundaries read again);
+* GC or resharding that moves on every round exhausts the rounds:
+  :class:`RegistryUnavailableError`;
 * a connection loss during a commit may or may not have applied it: the ops
   are sent again, and the token makes the retry idempotent;
 * ZooKeeper calls other than commits go through a ``KazooRetry`` with explicit
@@ -46,8 +55,6 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
-    RolledBackError,
-    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -135,6 +142,15 @@ class _Op:
     @property
     def size(self) -> int:
         return len(self.path) + len(self.token) + _OP_OVERHEAD_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class _Guards:
+    """What every commit of a round checks: the sharding config (its znode version
+    is ``config.version``) and, per shard, (GC boundary, its znode version)."""
+
+    config: ShardingConfig
+    boundaries: dict[int, tuple[int, int]]
 
 
 def check_token(token: str) -> bytes:
@@ -482,36 +498,43 @@ class IdRegistry:
         given twice with the same token counts once; with two different tokens
         it is a caller error (``ValueError``).
         """
-        ops = self._plan(items)
+        config = self.sharding()
+        ops = list(self._plan(items, config).values())
         self.counters.calls += 1
         self.counters.ids += len(ops)
         results: dict[str, RegisterResult] = {}
-        fresh: list[_Op] = []
-        boundaries = {shard: self.gc_boundary(shard) for shard in {op.shard for op in ops.values()}}
-        for op in ops.values():
-            if op.event_id.ts_us < boundaries[op.shard]:
-                results[op.key] = RegisterResult.TOO_OLD
-            else:
-                fresh.append(op)
         attempts = 0
         txn_size = self.max_ops_per_txn
-        while fresh:
+        while ops:
             attempts += 1
             if attempts > self._limits.commit_attempts:
                 raise RegistryUnavailableError(
-                    f"{len(fresh)} ids still not committed after {attempts - 1} rounds"
+                    f"{len(ops)} ids still not committed after {attempts - 1} rounds"
                 )
+            guards = self._read_guards(ops)
+            if guards.config.version != config.version:  # a new epoch may move ids
+                config = guards.config
+                ops = [self._place(op.event_id, op.token, config) for op in ops]
+                guards = self._read_guards(ops)
+            fresh: list[_Op] = []
+            for op in ops:
+                if op.event_id.ts_us < guards.boundaries[op.shard][0]:
+                    results[op.key] = RegisterResult.TOO_OLD
+                else:
+                    fresh.append(op)
+            # Only buckets at or above the boundary just read are (re-)created.
             self._ensure_buckets({op.bucket for op in fresh})
-            fresh = self._commit_round(fresh, results, txn_size)
+            ops = self._commit_round(fresh, results, txn_size, guards)
             # Under contention a big multi keeps failing on whichever id another
             # writer took last; smaller ones then commit. One-op transactions always
-            # end in COMMITTED or a token to answer from, so this loop terminates.
+            # end in COMMITTED or a token to answer from, so this loop terminates
+            # unless GC or resharding moves on every round (then: unavailable).
             txn_size = max(1, txn_size // 4)
         return results
 
-    def _plan(self, items: Iterable[tuple[str | EventId, str]]) -> dict[str, _Op]:
-        config = self.sharding()
-        layout = Layout(self.root, config.bucket_us)
+    def _plan(
+        self, items: Iterable[tuple[str | EventId, str]], config: ShardingConfig
+    ) -> dict[str, _Op]:
         ops: dict[str, _Op] = {}
         for raw_id, token in items:
             event_id = raw_id if isinstance(raw_id, EventId) else EventId.parse(raw_id)
@@ -521,10 +544,39 @@ class IdRegistry:
                 if ops[key].token != data:
                     raise ValueError(f"id {key} appears twice in one batch with different tokens")
                 continue
-            shard = config.shard_of(event_id)
-            bucket = layout.bucket_of(shard, event_id)
-            ops[key] = _Op(event_id, key, data, shard, bucket, f"{bucket}/{key}")
+            ops[key] = self._place(event_id, data, config)
         return ops
+
+    def _place(self, event_id: EventId, token: bytes, config: ShardingConfig) -> _Op:
+        shard = config.shard_of(event_id)
+        bucket = Layout(self.root, config.bucket_us).bucket_of(shard, event_id)
+        return _Op(event_id, str(event_id), token, shard, bucket, f"{bucket}/{event_id}")
+
+    def _read_guards(self, ops: list[_Op]) -> _Guards:
+        """The sharding config and the GC boundaries of the shards ``ops`` touch, read
+        now from ZooKeeper with their znode versions (not the watched copies, which
+        may lag): every commit checks these versions, so an id is never committed
+        under a config or a boundary that moved since."""
+        layout = self.layout
+
+        def read() -> _Guards:
+            config_read = self._zk.get_async(layout.config)
+            shards = sorted({op.shard for op in ops})
+            reads = {shard: self._zk.get_async(layout.boundary(shard)) for shard in shards}
+            data, stat = config_read.get()
+            boundaries = {}
+            for shard, pending in reads.items():
+                value, boundary_stat = pending.get()
+                boundaries[shard] = (int(value), boundary_stat.version)
+            return _Guards(ShardingConfig.from_json(data, stat.version), boundaries)
+
+        guards = self._reconnecting(read)
+        with self._lock:
+            for shard, (boundary, _) in guards.boundaries.items():
+                self._boundaries[shard] = max(self._boundaries.get(shard, 0), boundary)
+            if self._config is None or guards.config.version > self._config.version:
+                self._config = guards.config  # the watch will say so too, later
+        return guards
 
     def _ensure_buckets(self, buckets: set[str]) -> None:
         """Create missing hour and bucket znodes, each level in one pipelined burst."""
@@ -544,16 +596,25 @@ class IdRegistry:
             self._known_buckets.update(level)
 
     def _commit_round(
-        self, ops: list[_Op], results: dict[str, RegisterResult], txn_size: int
+        self, ops: list[_Op], results: dict[str, RegisterResult], txn_size: int, guards: _Guards
     ) -> list[_Op]:
-        """Commit ``ops`` in transactions; return the ops to try again."""
+        """Commit ``ops`` in transactions; return the ops to try again.
+
+        Each transaction first checks the config's version and the boundary
+        version of every shard it writes to: if either moved since ``guards``
+        were read, nothing in it is committed.
+        """
         again: list[_Op] = []
+        layout = Layout(self.root, guards.config.bucket_us)
         ops.sort(key=lambda op: (op.shard, op.bucket, op.key))
         in_flight: list[tuple[list[_Op], Any]] = []
         for txn_ops in self._transactions(ops, txn_size):
             if len(in_flight) >= self.max_in_flight:
                 again += self._settle(*in_flight.pop(0), results)
             txn = self._zk.transaction()
+            txn.check(layout.config, guards.config.version)
+            for shard in sorted({op.shard for op in txn_ops}):
+                txn.check(layout.boundary(shard), guards.boundaries[shard][1])
             for op in txn_ops:
                 txn.create(op.path, op.token)
             in_flight.append((txn_ops, txn.commit_async()))
@@ -583,23 +644,21 @@ class IdRegistry:
             log.warning("registry.commit_lost", ops=len(ops), error=type(exc).__name__)
             self._wait_connected()
             return self._reconnecting(self._resolve, ops, results)  # applied or not: tokens tell
-        if all(isinstance(r, str) for r in outcome):
+        failures = [r for r in outcome if isinstance(r, Exception)]
+        if not failures:
             for op in ops:
                 results[op.key] = RegisterResult.COMMITTED
             return []
-        failures = [
-            r
-            for r in outcome
-            if isinstance(r, Exception)
-            and not isinstance(r, RolledBackError | RuntimeInconsistency)
-        ]
+        if any(isinstance(f, BadVersionError) for f in failures):
+            log.info("registry.guard_moved", ops=len(ops))  # GC or resharding: read again
         if any(isinstance(f, NoNodeError) for f in failures):
             for bucket in {op.bucket for op in ops}:
                 self._known_buckets.discard(bucket)  # GC took it: re-create, or TOO_OLD
         return self._reconnecting(self._resolve, ops, results)
 
     def _resolve(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
-        """Answer ids already registered from their tokens; return the rest to commit.
+        """Answer ids already registered from their tokens; return the rest to commit
+        (the next round reads the guards again: some may be too old by then).
 
         One pipelined get per id tells both whether it is there and whose it is.
         """
@@ -615,14 +674,7 @@ class IdRegistry:
             results[op.key] = (
                 RegisterResult.COMMITTED if same else RegisterResult.ALREADY_REGISTERED
             )
-        still: list[_Op] = []
-        boundaries = {shard: self._fresh_boundary(shard) for shard in {op.shard for op in retry}}
-        for op in retry:
-            if op.event_id.ts_us < boundaries[op.shard]:
-                results[op.key] = RegisterResult.TOO_OLD
-            else:
-                still.append(op)
-        return still
+        return retry
 
     # -- lookup ---------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -21,6 +22,7 @@ from registry import (
     LookupResult,
     RegisterResult,
 )
+from registry.sharding import stable_hash
 from tests.integration.registry.conftest import Connect
 
 pytestmark = pytest.mark.integration
@@ -160,6 +162,74 @@ def test_concurrent_epoch_appends_one_wins_the_others_get_a_clear_conflict(
     assert wins >= 1 and len(outcomes) == len(clients)
     time.sleep(0.5)
     assert len(clients[0].sharding().epochs) == 1 + wins
+
+
+def _after_buckets(
+    monkeypatch: pytest.MonkeyPatch, reg: IdRegistry, meanwhile: Callable[[], object]
+) -> None:
+    """Run ``meanwhile`` once, after ``reg`` has read its guards and made its buckets
+    and before it commits: another client's move in between."""
+    made = reg._ensure_buckets
+    done: list[bool] = []
+
+    def ensure_then(buckets: set[str]) -> None:
+        made(buckets)
+        if not done:
+            done.append(True)
+            meanwhile()
+
+    monkeypatch.setattr(reg, "_ensure_buckets", ensure_then)
+
+
+def _exists(reg: IdRegistry, path: str) -> bool:
+    return reg._zk.exists(path) is not None
+
+
+def test_gc_racing_a_registration_leaves_the_id_too_old_and_never_committed(
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg, gc = connect(), connect()
+    stale, racing = make_ids(2, start_us=NOW_US - 7_200_000_000, spread_s=600, seed=21)
+    for event_id in (stale, racing):
+        assert reg.lookup([event_id]) == {event_id: LookupResult.ABSENT}  # the watch is set
+    # GC has moved past ``stale``, and reg's boundary watch lags on purpose.
+    shard = gc.shard_of(EventId.parse(stale))
+    gc.advance_gc_boundary(shard, EventId.parse(stale).ts_us + 1)
+    monkeypatch.setattr(reg, "gc_boundary", lambda _shard: 0)
+    assert reg.lookup([stale]) == {stale: LookupResult.ABSENT}  # what the lag says
+    assert reg.register([(stale, "b")]) == {stale: RegisterResult.TOO_OLD}
+    assert not _exists(reg, reg.layout.bucket_of(shard, EventId.parse(stale)))  # not re-made
+    # GC moves past ``racing`` after reg read the boundary, before its commit.
+    racing_id = EventId.parse(racing)
+    racing_shard = gc.shard_of(racing_id)
+    _after_buckets(
+        monkeypatch, reg, lambda: gc.advance_gc_boundary(racing_shard, racing_id.ts_us + 1)
+    )
+    assert reg.register([(racing, "b")]) == {racing: RegisterResult.TOO_OLD}
+    assert gc.read_token(racing) is None
+
+
+def test_an_epoch_appended_before_a_commit_moves_the_id_to_its_new_shard(
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg, operator = connect(default_shards=4), connect()
+    # An id whose shard differs under 4 shards and under the new epoch's 7.
+    candidates = make_ids(50, start_us=NOW_US + 5_000_000, spread_s=60, seed=22)
+    moved = next(i for i in candidates if stable_hash(i) % 4 != stable_hash(i) % 7)
+    moved_id = EventId.parse(moved)
+    old_path = reg.layout.node(reg.shard_of(moved_id), moved_id)
+    _after_buckets(
+        monkeypatch,
+        reg,
+        lambda: operator.append_epoch(7, max_skew_s=1, now_us=moved_id.ts_us - 2_000_000),
+    )
+    assert reg.register([(moved, "a")]) == {moved: RegisterResult.COMMITTED}
+    assert reg.sharding().epochs[-1].shards == 7
+    assert not _exists(reg, old_path)  # refused under the old config, not committed there
+    new_path = operator.layout.node(operator.shard_of(moved_id), moved_id)
+    assert new_path != old_path and _exists(operator, new_path)
+    assert operator.lookup([moved]) == {moved: LookupResult.PRESENT}
+    assert operator.register([(moved, "b")]) == {moved: RegisterResult.ALREADY_REGISTERED}
 
 
 def test_delete_if_token_and_clear_tokens(registry: IdRegistry) -> None:
