@@ -341,12 +341,13 @@ class IdRegistry:
     ) -> ShardingConfig:
         """Append an epoch of ``shards`` starting at now + ``max_skew_s``; compare-and-set.
 
+        Now is ZooKeeper's (:meth:`zk_now_us`) unless ``now_us`` is given.
         Raises :class:`EpochConflictError` when another client changed the
         config since it was read.
         """
         if max_skew_s <= 0:
             raise ValueError(f"max_skew_s must be positive, not {max_skew_s}")
-        now = now_us if now_us is not None else time.time_ns() // 1000
+        now = now_us if now_us is not None else self.zk_now_us()
         data, stat = self._call(self._zk.get, self.layout.config)
         current = ShardingConfig.from_json(data, stat.version)
         new = current.appended(now + int(max_skew_s * 1_000_000), shards)
@@ -361,6 +362,25 @@ class IdRegistry:
             ) from exc
         _, after = self._call(self._zk.get, self.layout.config)
         return ShardingConfig(new.epochs, after.version, new.bucket_us)
+
+    # -- time -------------------------------------------------------------------
+
+    def zk_now_us(self) -> int:
+        """Now by the ensemble's clock, in microseconds (millisecond precision).
+
+        The time the protocol decides by (epoch starts, GC boundaries) comes from
+        ZooKeeper, not from the host that asks: a write to ``<root>/clock`` is
+        stamped by the leader (the znode's mtime), so an operator host or GC host
+        whose clock runs ahead or behind cannot move ids or collect live ones.
+        """
+        path = self.layout.clock
+        try:
+            stat = self._call(self._zk.set, path, b"")
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self._call(self._zk.create, path, b"")
+            stat = self._call(self._zk.set, path, b"")
+        return int(stat.mtime) * 1000
 
     # -- GC boundaries ------------------------------------------------------------
 

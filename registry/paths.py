@@ -2,6 +2,7 @@
 
 * ``<root>/config/sharding`` — the sharding epochs and bucket width (JSON);
 * ``<root>/gc/<shard>`` — the shard's GC boundary, microseconds (ASCII);
+* ``<root>/clock`` — empty; written to read the ensemble's time (its mtime);
 * ``<root>/ids/<shard>/<hour>/<bucket>/<event id>`` — one znode per registered
   id, holding the token of the attempt that registered it.
 
@@ -28,6 +29,10 @@ class Layout:
     @property
     def config(self) -> str:
         return f"{self.root}/config/sharding"
+
+    @property
+    def clock(self) -> str:
+        return f"{self.root}/clock"
 
     @property
     def ids_root(self) -> str:

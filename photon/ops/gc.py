@@ -1,5 +1,9 @@
 """GC of the IdRegistry: move each shard's boundary to ``now - retention``, then collect.
 
+Now is ZooKeeper's clock (:meth:`registry.IdRegistry.zk_now_us`), not the GC
+host's: a host clock running ahead would otherwise move boundaries past live
+ids for good (a boundary never goes back).
+
 A boundary only moves forward: where a shard's boundary is already past the
 target (a longer retention was shortened, or a clock behind), it stays
 where it is and the report says so. Expired buckets (wholly below the
@@ -63,7 +67,7 @@ def advance_and_collect(
     dry_run: bool = False,
 ) -> GcRun:
     """Advance every shard's boundary (never back), delete expired buckets, report sizes."""
-    target = gc_target_us(retention, now_us)
+    target = gc_target_us(retention, registry.zk_now_us() if now_us is None else now_us)
     count = registry.sharding().max_shards
     chosen = list(range(count)) if shards is None else shards
     for shard in chosen:

@@ -232,6 +232,19 @@ def test_an_epoch_appended_before_a_commit_moves_the_id_to_its_new_shard(
     assert operator.register([(moved, "b")]) == {moved: RegisterResult.ALREADY_REGISTERED}
 
 
+def test_epoch_starts_follow_zookeepers_clock_not_the_hosts(
+    registry: IdRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_now = time.time_ns() // 1000
+    ahead = time.time_ns() + 86_400 * 10**9
+    monkeypatch.setattr(time, "time_ns", lambda: ahead)  # this host's clock: a day ahead
+    zk_now = registry.zk_now_us()
+    assert abs(zk_now - real_now) < 60_000_000
+    assert registry.zk_now_us() >= zk_now  # a fresh stamp each time
+    epoch = registry.append_epoch(8, max_skew_s=60).epochs[-1]
+    assert real_now + 60_000_000 <= epoch.start_us < real_now + 180_000_000
+
+
 def test_delete_if_token_and_clear_tokens(registry: IdRegistry) -> None:
     ids = make_ids(10, seed=11)
     registry.register((i, "attempt-7") for i in ids)
