@@ -10,7 +10,16 @@ the attempt will never run that batch again. Such an attempt is *dead* when:
 * the batch is not open in the DC's retry store: it finished (or was
   abandoned) without writing these ids.
 
-An id whose batch is still open is left alone: its replay will write it.
+An id whose batch is still open is left alone: its replay will write it. So
+is an id of a replaced attempt whose joiner is still connected to the
+registry (its ephemeral ``members/joiner-<attempt>`` node is there): a hung
+or paused joiner may yet commit and write, so only its session's end (the
+node gone) makes it dead.
+
+Recovery decides from the DC's joiner state (its attempt file and retry
+store). Where that state is missing — recovery run on a host without it, or
+a state directory lost — it stops with :class:`RecoveryStateError` before
+touching anything, rather than take every attempt of the DC for dead.
 
 For each dead id, recovery reads the click's line from the target DC's click
 logs and **re-injects it as the DC's input**: a recovery log file,
@@ -50,7 +59,7 @@ import structlog
 from photon.events.records import Stream, decode_click
 from photon.join.output import rows_under
 from photon.join.retry import PendingClick, RetryStore
-from photon.join.runtime import current_attempt, retry_store_path
+from photon.join.runtime import JOINER, current_attempt, retry_store_path
 from photon.localfiles import write_whole
 from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
@@ -60,6 +69,11 @@ from photon.storage import ObjectStore
 from registry import IdRegistry, LookupResult
 
 log = structlog.get_logger(__name__)
+
+
+class RecoveryStateError(RuntimeError):
+    """The joiner state recovery decides from is not where the settings say."""
+
 
 _US = 1_000_000
 RECOVERY_PREFIX = "recovery-"
@@ -110,13 +124,17 @@ def _open_batches(settings: PhotonSettings, dc: str) -> set[str]:
         retries.close()
 
 
-def classify(settings: PhotonSettings, registered: dict[str, str]) -> list[LostId]:
+def classify(
+    settings: PhotonSettings, registered: dict[str, str], connected: set[str]
+) -> list[LostId]:
     """Each registered id still holding a token, dead or alive, and why.
 
+    ``connected``: the attempts whose joiner holds a registry session now.
     Reads the open batches now: call it after reading ``registered`` and
     before listing the output (see the module docstring).
     """
     attempts = {dc: current_attempt(settings, dc) for dc in settings.dcs}
+    _check_state(settings, registered, attempts)
     open_batches = {dc: _open_batches(settings, dc) for dc in settings.dcs}
     lost = []
     for click_id, token in sorted(registered.items()):
@@ -129,6 +147,9 @@ def classify(settings: PhotonSettings, registered: dict[str, str]) -> list[LostI
         dc, attempt, batch = parts
         if dc not in settings.dcs:
             lost.append(LostId(click_id, token, dc, True, "DC no longer configured"))
+        elif attempts[dc] != attempt and attempt in connected:
+            why = "attempt replaced, its joiner still connected: left"
+            lost.append(LostId(click_id, token, dc, False, why))
         elif attempts[dc] != attempt:
             lost.append(LostId(click_id, token, dc, True, "attempt replaced"))
         elif batch in open_batches[dc]:
@@ -136,6 +157,30 @@ def classify(settings: PhotonSettings, registered: dict[str, str]) -> list[LostI
         else:
             lost.append(LostId(click_id, token, dc, True, "batch ended without writing it"))
     return lost
+
+
+def _check_state(
+    settings: PhotonSettings, registered: dict[str, str], attempts: dict[str, str | None]
+) -> None:
+    """Stop when a DC that holds ids has no joiner state here (see the module docstring)."""
+    holding = {token.split("/", 1)[0] for token in registered.values() if token}
+    for dc in sorted(holding & set(settings.dcs)):
+        if attempts[dc] is None:
+            where = settings.pipeline_dir(dc, JOINER)
+            raise RecoveryStateError(
+                f"DC {dc}'s joiner state is not at {where}, but ids are registered by DC {dc}'s "
+                "joiner. Recovery decides which attempts are dead from that state: run it "
+                "where the joiner's state is (settings pipeline.state_root), or restore it."
+            )
+
+
+def connected_attempts(registry: IdRegistry) -> set[str]:
+    """The attempts whose joiner is connected to the registry now (members/)."""
+    return {
+        str(info["attempt"])
+        for info in registry.members().values()
+        if info.get("app") == JOINER and "attempt" in info
+    }
 
 
 def find_clicks(settings: PhotonSettings, dc: str, ids: set[str]) -> dict[str, PendingClick]:
@@ -175,7 +220,8 @@ def recover(
     if not dry_run:
         report.resumed = finish_journals(settings, store, registry)
     registered = registry.registered(window.start_us, window.end_us)  # first: see the docstring
-    lost = classify(settings, registered)  # open batches read now, before the output
+    # Open batches and live sessions read now, before the output.
+    lost = classify(settings, registered, connected_attempts(registry))
     joined = {
         r["click_id"] for r in rows_under(store, "joined/") if in_window(r["click_id"], window)
     }

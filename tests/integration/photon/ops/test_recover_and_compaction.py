@@ -10,10 +10,11 @@ import pytest
 
 from photon.join.logmap import delta_prefix, sorted_prefix
 from photon.join.output import rows_under
+from photon.join.runtime import JOINER
 from photon.ops import compaction
 from photon.ops import recover as recover_module
 from photon.ops.params import RecoverParams
-from photon.ops.recover import recover
+from photon.ops.recover import RecoveryStateError, recover
 from tests.integration.ops_pipelines import OpsPhoton
 
 pytestmark = pytest.mark.integration
@@ -76,6 +77,51 @@ def test_a_recovery_that_dies_after_deleting_is_finished_by_the_next_run(
     assert ops_photon.manifest is not None
     assert set(joined) == set(ops_photon.manifest.expected_joins)
     assert set(joined.values()) == {1}
+
+
+def test_a_replaced_attempt_is_left_alone_while_its_joiner_is_still_connected(
+    ops_photon: OpsPhoton,
+) -> None:
+    _lose_batch_two(ops_photon)  # DC a's joiner (its attempt) stays connected: a zombie
+    settings, store, registry = ops_photon.settings, ops_photon.store, ops_photon.registry
+    (settings.pipeline_dir("a", JOINER) / "attempt").write_text("a-replacement\n")
+    window = RecoverParams.parse({"lookback_s": 3600, "settle_s": 0}).window()
+    registered = registry.registered(window.start_us, window.end_us)
+
+    report = recover(settings, store, registry, window, dry_run=False, run="zombie")
+
+    assert report.lost > 0 and report.dead == 0
+    assert report.why == {"attempt replaced, its joiner still connected: left": report.lost}
+    assert registry.registered(window.start_us, window.end_us) == registered
+
+    ops_photon.joiners.pop("a").close()  # its session ends: now the attempt is dead
+    report = recover(settings, store, registry, window, dry_run=False, run="after")
+
+    assert report.dead == report.lost == report.reinjected > 0
+    assert report.why == {"attempt replaced": report.lost}
+    assert ops_photon.read_recovery_logs("a") == report.reinjected
+    joined = Counter(r["click_id"] for r in rows_under(store, "joined/"))
+    assert ops_photon.manifest is not None
+    assert set(joined) == set(ops_photon.manifest.expected_joins)
+    assert set(joined.values()) == {1}
+
+
+def test_recovery_without_the_joiners_state_stops_before_touching_anything(
+    ops_photon: OpsPhoton,
+) -> None:
+    _lose_batch_two(ops_photon)
+    settings, store, registry = ops_photon.settings, ops_photon.store, ops_photon.registry
+    ops_photon.joiners.pop("a").close()
+    state = settings.pipeline_dir("a", JOINER)
+    state.rename(state.with_name("joiner-on-another-host"))
+    window = RecoverParams.parse({"lookback_s": 3600, "settle_s": 0}).window()
+    registered = registry.registered(window.start_us, window.end_us)
+
+    with pytest.raises(RecoveryStateError, match=r"DC a's joiner state is not at .*joiner"):
+        recover(settings, store, registry, window, dry_run=False)
+
+    assert registry.registered(window.start_us, window.end_us) == registered
+    assert not list((settings.dc_logs("a") / "clicks").glob("recovery-*"))
 
 
 def test_a_compaction_whose_lookups_differ_keeps_the_old_runs(
