@@ -31,7 +31,9 @@ configured maximum clock skew, `shards.max_clock_skew_s`). The run:
 
 1. validates the params (bad values fail here, before any change) and appends
    a sharding epoch starting at `now + skew` (compare-and-set: a concurrent
-   change fails the run, nothing appended), creating its shard nodes;
+   change fails the run, nothing appended), creating its shard nodes; it
+   refuses while a running pipeline has not picked up the current config
+   (the error names it);
 2. waits, deferred to the triggerer, until the epoch has started;
 3. confirms every running pipeline announces the new config version
    (fails after 10 minutes if one does not: see the task log for which);

@@ -38,6 +38,7 @@ from photon.logs.scan import scan_dc
 from photon.observe.recorder import METRICS_FILE, read_records
 from photon.observe.report import ReportError
 from photon.observe.report import write as report_write
+from photon.ops.reshard import PipelinesBehindError
 from photon.pipeline import PipelineError, reset_state
 from photon.security import compose_env
 from photon.security.s3_access import write_policy_files
@@ -84,6 +85,7 @@ USER_ERRORS = (
     InvalidShardingError,
     InvalidEventIdError,
     InvalidTokenError,
+    PipelinesBehindError,
 )
 
 

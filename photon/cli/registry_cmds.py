@@ -15,6 +15,7 @@ from rich.table import Table
 
 from photon.cli.common import JsonOption, err, out, print_json, settings_of
 from photon.ops.gc import advance_and_collect
+from photon.ops.reshard import check_acknowledged
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from registry import EventId, IdRegistry, InvalidEventIdError
@@ -134,6 +135,7 @@ def reshard(
             param_hint="--skew-s",
         )
     with _registry(ctx) as (_, reg):
+        check_acknowledged(reg)
         config = reg.append_epoch(shards, max_skew_s=skew)
     epoch = config.epochs[-1]
     data = {"config_version": config.version, "start_us": epoch.start_us, "shards": epoch.shards}

@@ -9,7 +9,11 @@ reads the config version every running pipeline announced
 
 How it fails: a concurrent change of the config loses the compare-and-set
 (:class:`registry.EpochConflictError`) and nothing is appended; an invalid
-request raises :class:`photon.ops.params.InvalidParamsError` first.
+request raises :class:`photon.ops.params.InvalidParamsError` first; a
+running pipeline that has not acknowledged the current config yet (its
+member node says an older version) makes :func:`apply` refuse with
+:class:`PipelinesBehindError`, before anything changes: one rollout at a
+time, each confirmed on every pipeline before the next.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from typing import Any
 
 from photon.ops.params import ReshardParams
 from registry import IdRegistry
+
+
+class PipelinesBehindError(RuntimeError):
+    """A running pipeline still uses an older sharding config than the current one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,7 @@ def apply(
     """Append the planned epoch (compare-and-set on the config node: a concurrent change fails)."""
     if request.dry_run:
         raise ValueError("a dry run changes nothing: do not apply it")
+    check_acknowledged(registry)
     config = registry.append_epoch(request.shards, max_skew_s=request.skew_s, now_us=now_us)
     epoch = config.epochs[-1]
     return ReshardApplied(config.version, epoch.start_us, epoch.shards, len(config.epochs))
@@ -95,6 +104,20 @@ def apply(
 def started(start_us: int, now_us: int | None = None) -> bool:
     now = time.time_ns() // 1000 if now_us is None else now_us
     return now >= start_us
+
+
+def check_acknowledged(registry: IdRegistry) -> None:
+    """Raise :class:`PipelinesBehindError` unless every running pipeline announces the
+    current config version: an epoch appended while one still runs an older config
+    would be one more config it has not seen."""
+    status = rollout_status(registry, registry.sharding().version)
+    if not status.complete:
+        raise PipelinesBehindError(
+            f"{', '.join(status.lagging)} still use(s) an older sharding config than the "
+            f"current version {status.config_version}: no epoch is appended until every "
+            "running pipeline has picked the current one up (finish the last rollout: "
+            "restart or stop a pipeline that does not pick it up)"
+        )
 
 
 def rollout_status(registry: IdRegistry, config_version: int) -> RolloutStatus:
