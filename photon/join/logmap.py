@@ -149,10 +149,11 @@ class LogFileMap:
         """Load runs written since the last refresh; returns how many entries were added."""
         if self.store is None:
             return 0
-        keys = [
-            *self.store.keys(sorted_prefix(self.dc)),
-            *self.store.keys(delta_prefix(self.dc)),
-        ]
+        # Deltas first: compaction writes the sorted run that merges deltas before
+        # it deletes them, so a delta gone by the second listing is in a sorted run
+        # that listing shows (sorted first, one refresh could miss both).
+        deltas = list(self.store.keys(delta_prefix(self.dc)))
+        keys = [*self.store.keys(sorted_prefix(self.dc)), *deltas]
         added = 0
         present = set(keys)
         for key in keys:

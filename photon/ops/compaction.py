@@ -12,8 +12,18 @@ The query reader writes one small delta run per micro-batch
 3. writes the result as one new sorted run, and only then deletes the runs
    it merged, so a joiner listing in between sees both (entries are
    deduplicated on load) and never neither;
-4. checks a sample of lookups: each sampled entry's own query line must be
-   found the same through the map after as before.
+4. checks the new run against its *input* runs, read back from the store:
+   it must hold exactly the input entries the rule keeps (computed from the
+   input here, apart from the merge, which may be the Spark job's), so an
+   entry wrongly dropped or added is seen; and a sample of those input
+   entries must look their own query line up the same through the new run
+   as through the old runs.
+
+It refuses to judge files it cannot see: when the DC's query log directory
+is missing, or none of the files the unexpired entries name is in it (the
+logs not mounted where compaction runs), it raises
+:class:`LogsNotVisibleError` before writing anything, rather than drop the
+whole map as "entries of deleted files".
 
 How it fails: if the check fails, the new run is deleted and the old runs
 kept (the run raises :class:`CompactionCheckError`). Runs written by the query
@@ -49,7 +59,11 @@ log = structlog.get_logger(__name__)
 
 
 class CompactionCheckError(RuntimeError):
-    """Lookups differ after compaction; the old runs were kept."""
+    """The new run differs from what its input runs say; the old runs were kept."""
+
+
+class LogsNotVisibleError(CompactionCheckError):
+    """The query logs the map points into are not visible here: nothing was changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +136,41 @@ def merge(
     return result, report
 
 
+def must_keep(
+    entries: Iterable[MapEntry], boundary_us: int, file_exists: Callable[[str], bool]
+) -> set[MapEntry]:
+    """The input entries a compaction must keep: unexpired, naming an existing file."""
+    exists: dict[str, bool] = {}
+    kept: set[MapEntry] = set()
+    for entry in entries:
+        if entry.ts_us < boundary_us:
+            continue
+        if entry.file not in exists:
+            exists[entry.file] = file_exists(entry.file)
+        if exists[entry.file]:
+            kept.add(entry)
+    return kept
+
+
+def check_logs_visible(
+    dc: str, query_dir: Path, entries: Iterable[MapEntry], boundary_us: int
+) -> None:
+    """Raise :class:`LogsNotVisibleError` when the files the map names cannot be judged."""
+    if not query_dir.is_dir():
+        raise LogsNotVisibleError(
+            f"DC {dc}: its query logs are not at {query_dir}; compaction drops entries of "
+            "files that no longer exist, so it runs only where the logs are mounted "
+            "(nothing changed)"
+        )
+    named = {e.file for e in entries if e.ts_us >= boundary_us}
+    exists = query_file_exists(query_dir)
+    if named and not any(exists(name) for name in named):
+        raise LogsNotVisibleError(
+            f"DC {dc}: none of the {len(named)} query log files the map names is in "
+            f"{query_dir}: are the logs mounted here? (nothing changed)"
+        )
+
+
 def query_file_exists(query_dir: Path) -> Callable[[str], bool]:
     def exists(name: str) -> bool:
         # Map entries come from the object store: only plain names inside the directory.
@@ -167,8 +216,10 @@ def install(
     *,
     before: dict[str, bytes | None],
     look_up: Callable[[list[MapEntry]], dict[str, bytes | None]],
+    expected: set[MapEntry],
 ) -> CompactionReport:
-    """Write the merged run, check the sampled lookups through it, then delete the old runs.
+    """Write the merged run, check it against ``expected`` (what the input runs say it
+    must hold) and the sampled lookups through it, then delete the old runs.
 
     ``look_up(entries)`` answers the sampled lookups through ``entries``; it is
     given the run as read back from the store, so the check covers the write.
@@ -180,7 +231,17 @@ def install(
     key = new_run_key(runs.dc)
     store.put(key, encode_run(merged), if_absent=True)
     written = store.get(key)
-    found = look_up(decode_run(written)) if written is not None else {}
+    entries = decode_run(written) if written is not None else []
+    got = set(entries)
+    missing, extra = len(expected - got), len(got - expected)
+    if missing or extra or len(entries) != len(got):
+        store.delete([key])
+        raise CompactionCheckError(
+            f"DC {runs.dc}: the new run lacks {missing} of the input runs' {len(expected)} "
+            f"entries to keep, holds {extra} they do not and {len(entries) - len(got)} "
+            "twice; the old runs were kept"
+        )
+    found = look_up(entries)
     report.mismatches = sorted(q for q, line in before.items() if found.get(q) != line)
     if report.mismatches:
         store.delete([key])
@@ -213,8 +274,11 @@ def compact_dc(
         return CompactionReport(
             dc=dc, sorted_runs=len(runs.sorted_keys), skipped="nothing to merge"
         )
-    merged, report = merge_entries(runs.entries, boundary_us, query_file_exists(query_dir))
-    chosen = sample_entries(merged, sample)
+    check_logs_visible(dc, query_dir, runs.entries, boundary_us)
+    exists = query_file_exists(query_dir)
+    expected = must_keep(runs.entries, boundary_us, exists)
+    merged, report = merge_entries(runs.entries, boundary_us, exists)
+    chosen = sample_entries(sorted(expected), sample)  # from the input, not the output
     before = lookups(runs.entries, chosen, query_dir, window_us, max_bytes)
     return install(
         store,
@@ -223,4 +287,5 @@ def compact_dc(
         report,
         before=before,
         look_up=lambda entries: lookups(entries, chosen, query_dir, window_us, max_bytes),
+        expected=expected,
     )

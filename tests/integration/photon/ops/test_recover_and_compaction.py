@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from photon.join.logmap import delta_prefix, sorted_prefix
+from photon.join.logmap import MapEntry, delta_prefix, sorted_prefix
 from photon.join.output import rows_under
 from photon.join.runtime import JOINER
 from photon.ops import compaction
@@ -184,3 +184,60 @@ def test_compaction_drops_expired_entries_and_entries_of_deleted_files(
     assert report.dropped_expired > 0 and report.dropped_missing_file > 0
     assert report.entries_after == len(after.entries) == len(set(after.entries))
     assert report.mismatches == []
+
+
+def _compact(
+    ops_photon: OpsPhoton, query_dir: Path, **kwargs: object
+) -> compaction.CompactionReport:
+    settings = ops_photon.settings
+    return compaction.compact_dc(
+        ops_photon.store,
+        "a",
+        query_dir,
+        boundary_us=0,
+        window_us=int(settings.log_file_map.window_s * 1_000_000),
+        max_bytes=settings.log_file_map.max_bytes,
+        sample=20,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_a_merge_that_drops_an_entry_the_sample_never_sees_keeps_the_old_runs(
+    ops_photon: OpsPhoton,
+) -> None:
+    ops_photon.generate()
+    ops_photon.run("a")
+    store = ops_photon.store
+    deltas = sorted(store.keys(delta_prefix("a")))
+
+    def merge_losing_one(
+        entries: list[MapEntry], boundary_us: int, exists: Callable[[str], bool]
+    ) -> tuple[list[MapEntry], compaction.CompactionReport]:
+        merged, report = compaction.merge(entries, boundary_us, exists)
+        sampled = set(compaction.sample_entries(merged, 20))
+        lost = next(e for e in merged if e not in sampled)  # one a check of samples misses
+        return [e for e in merged if e != lost], report
+
+    with pytest.raises(compaction.CompactionCheckError, match=r"lacks 1 of the input runs"):
+        _compact(ops_photon, ops_photon.settings.dc_logs("a") / "queries",
+                 merge_entries=merge_losing_one)  # fmt: skip
+    assert sorted(store.keys(delta_prefix("a"))) == deltas
+    assert list(store.keys(sorted_prefix("a"))) == []
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_compaction_where_the_logs_are_not_mounted_changes_nothing(
+    ops_photon: OpsPhoton, tmp_path: Path, where: str
+) -> None:
+    ops_photon.generate()
+    ops_photon.run("a")
+    store = ops_photon.store
+    deltas = sorted(store.keys(delta_prefix("a")))
+    elsewhere = tmp_path / "not-mounted"
+    if where == "empty":
+        elsewhere.mkdir()
+
+    with pytest.raises(compaction.LogsNotVisibleError, match="nothing changed"):
+        _compact(ops_photon, elsewhere)
+    assert sorted(store.keys(delta_prefix("a"))) == deltas
+    assert list(store.keys(sorted_prefix("a"))) == []
