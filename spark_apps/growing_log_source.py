@@ -11,9 +11,12 @@ Admission control: ``maxBytesPerTrigger`` and ``maxFilesPerTrigger`` (Spark
 4.2 read limits). A batch's file ranges are grouped into few partitions
 (usually one: each task costs a Python worker round trip). Rows, one Arrow
 record batch a file range: ``file``, ``offset``, ``raw`` (the line's bytes,
-no ``\\n``) and ``lost_bytes`` — 0 for a line; for a file that shrank below
-its saved offset, one row with ``raw`` empty, ``offset`` its new size and the
-number of bytes lost (the apps quarantine it as ``file_truncated``).
+no ``\\n``), ``lost_bytes`` and ``report`` — 0 and ``""`` for a line; a row
+reporting lost bytes has ``raw`` empty, ``offset`` where the loss starts,
+``lost_bytes`` and ``report`` its quarantine reason: ``file_truncated`` for a
+file that shrank below its saved offset (``offset`` its new size) or below a
+planned end, ``file_deleted`` for a file deleted before its planned bytes
+were read. The apps quarantine these (``spark_apps.streaming.to_lines``).
 
 Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
 finds the batch's range in Spark's offset log and :func:`read_batch` reads
@@ -22,8 +25,11 @@ tasks. A Spark read (``read`` on an executor, collected) carried the same
 bytes through a Python worker, the JVM and back, at ~15 times the cost of
 reading them (docs/join.md, "The apps").
 
-How it fails: a file deleted after planning reads as empty (its offsets drop
-out of the next plan); unreadable files fail the batch, which Spark retries.
+How it fails: a file deleted or shrunk after planning yields the complete
+lines still there and a report row for the rest (never an error, so a replay
+of the batch reads the same and does not wedge); its offsets drop out of, or
+restart at its size in, the next plan. Other unreadable files fail the batch,
+which Spark retries.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from photon.events.records import QuarantineReason
 from photon.logs.offset_log import logged_offsets
 from photon.logs.reader import GrowingLogReader
 from spark_apps.worker_heap import freeze_once
@@ -60,6 +67,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("offset", pa.int64(), False),
         pa.field("raw", pa.binary(), False),
         pa.field("lost_bytes", pa.int64(), False),
+        pa.field("report", pa.string(), False),
     ]
 )
 SCHEMA = from_arrow_schema(ARROW_SCHEMA)
@@ -208,18 +216,25 @@ def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
 
 
 def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
-    if part.end < part.start:  # the file shrank: report, read nothing
-        yield _rows(part.file, [part.end], [b""], part.start - part.end)
+    truncated = QuarantineReason.FILE_TRUNCATED.value
+    if part.end < part.start:  # the file shrank below its saved offset: report, read nothing
+        yield _rows(part.file, [part.end], [b""], part.start - part.end, truncated)
         return
     reader = GrowingLogReader(Path(part.directory))
     try:
-        raws, offsets = reader.read_range_columns(part.file, part.start, part.end)
-    except FileNotFoundError:
+        raws, offsets, stop = reader.read_range_available(part.file, part.start, part.end)
+    except FileNotFoundError:  # deleted since the plan: its planned bytes are lost
+        deleted = QuarantineReason.FILE_DELETED.value
+        yield _rows(part.file, [part.start], [b""], part.end - part.start, deleted)
         return
-    yield _rows(part.file, offsets, raws, 0)
+    yield _rows(part.file, offsets, raws, 0, "")
+    if stop < part.end:  # shrank since the plan: what is left, then the loss
+        yield _rows(part.file, [stop], [b""], part.end - stop, truncated)
 
 
-def _rows(file: str, offsets: list[int], raws: list[bytes], lost_bytes: int) -> pa.RecordBatch:
+def _rows(
+    file: str, offsets: list[int], raws: list[bytes], lost_bytes: int, report: str
+) -> pa.RecordBatch:
     count = len(raws)
     return pa.RecordBatch.from_arrays(
         [
@@ -227,6 +242,7 @@ def _rows(file: str, offsets: list[int], raws: list[bytes], lost_bytes: int) -> 
             pa.array(offsets, pa.int64()),
             pa.array(raws, pa.binary()),
             pa.array([lost_bytes] * count, pa.int64()),
+            pa.array([report] * count, pa.string()),
         ],
         schema=ARROW_SCHEMA,
     )

@@ -72,7 +72,8 @@ def batch_key(batch_id: int) -> str:
 
 
 def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
-    """A batch's rows (an Arrow table of the source's schema) as lines and truncation reports."""
+    """A batch's rows (an Arrow table of the source's schema) as lines and the reports of
+    bytes lost (a file truncated, shrunk or deleted under the reader)."""
     lines: list[LogLine] = []
     truncations: list[QuarantineRecord] = []
     columns = zip(
@@ -80,16 +81,19 @@ def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
         table.column("offset").to_pylist(),
         table.column("raw").to_pylist(),
         table.column("lost_bytes").to_pylist(),
+        table.column("report").to_pylist(),
         strict=True,
     )
-    for file, offset, raw, lost_bytes in columns:
+    for file, offset, raw, lost_bytes, report in columns:
         if lost_bytes:
+            reason = QuarantineReason(report or QuarantineReason.FILE_TRUNCATED)
             truncations.append(
                 QuarantineRecord(
                     file=file,
                     offset=offset,
-                    reason=QuarantineReason.FILE_TRUNCATED,
-                    detail=f"file shrank below the saved offset; {lost_bytes} bytes were lost",
+                    reason=reason,
+                    detail=f"{reason.value.replace('_', ' ')}: {lost_bytes} bytes from "
+                    f"{offset} were lost before they were read",
                 )
             )
         else:

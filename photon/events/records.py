@@ -40,6 +40,7 @@ class QuarantineReason(StrEnum):
     MISSING_FIELD = "missing_field"
     MALFORMED_ID = "malformed_id"
     FILE_TRUNCATED = "file_truncated"
+    FILE_DELETED = "file_deleted"
 
 
 class BadLineError(ValueError):

@@ -15,6 +15,10 @@ How it fails, and what it does instead:
 * a file shorter than its saved offset was truncated or replaced: the bytes in
   between are gone, so the reader reports a ``file_truncated`` quarantine
   record and continues from the file's present end (never re-reading lines);
+* a file that shrinks or goes between planning a read and reading it gives
+  the complete lines still there, and its lost bytes are reported
+  (``file_truncated`` / ``file_deleted``): a read never fails on it, so a
+  stream replaying that read does not wedge;
 * files that appear later are picked up, in name order, on the next read.
 
 Admission control: ``max_bytes`` and ``max_files`` bound one read; a read
@@ -148,6 +152,27 @@ class GrowingLogReader:
         raws, offsets = self.read_range_columns(file, start, end)
         return [LogLine(file, o, r) for o, r in zip(offsets, raws, strict=True)]
 
+    def read_range_available(
+        self, file: str, start: int, end: int
+    ) -> tuple[list[bytes], list[int], int]:
+        """:meth:`read_range_columns` of what is still there: the complete lines of
+        ``[start, end)`` that the file still holds, and the offset after the last of
+        them (``end`` when nothing went; less when the file shrank since the plan).
+        Raises ``FileNotFoundError`` when the file is gone."""
+        with (self.directory / file).open("rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        if len(data) == end - start and data.endswith(b"\n"):
+            stop = end
+        else:
+            stop = start + data.rfind(b"\n") + 1  # start: no complete line left
+            data = data[: stop - start]
+        if not data:
+            return [], [], stop
+        raws = data[:-1].split(b"\n")
+        offsets = list(itertools.accumulate((len(raw) + 1 for raw in raws[:-1]), initial=start))
+        return raws, offsets, stop
+
     def read_range_columns(self, file: str, start: int, end: int) -> tuple[list[bytes], list[int]]:
         """:meth:`read_range` as two columns, the lines and their offsets (no objects a line)."""
         with (self.directory / file).open("rb") as f:
@@ -170,8 +195,34 @@ class GrowingLogReader:
         plan = self.plan(start, max_bytes=max_bytes, max_files=max_files)
         result = ReadResult(lines=[], offsets=plan.offsets, truncations=plan.truncations)
         for part in plan.ranges:
-            result.lines.extend(self.read_range(part.file, part.start, part.end))
+            try:
+                raws, offsets, stop = self.read_range_available(part.file, part.start, part.end)
+            except FileNotFoundError:
+                result.truncations.append(lost_range(part.file, part.start, part.end, gone=True))
+                continue
+            result.lines += [LogLine(part.file, o, r) for o, r in zip(offsets, raws, strict=True)]
+            if stop < part.end:
+                result.truncations.append(lost_range(part.file, stop, part.end, gone=False))
         return result
+
+
+def lost_range(file: str, start: int, end: int, *, gone: bool) -> QuarantineRecord:
+    """The report of planned bytes ``[start, end)`` of ``file`` that went before they
+    were read: the file deleted (``gone``), or shrunk below ``end``."""
+    if gone:
+        return QuarantineRecord(
+            file=file,
+            offset=start,
+            reason=QuarantineReason.FILE_DELETED,
+            detail=f"file deleted before {end - start} planned bytes from {start} were read",
+        )
+    return QuarantineRecord(
+        file=file,
+        offset=start,
+        reason=QuarantineReason.FILE_TRUNCATED,
+        detail=f"file shrank to below {end} bytes after its read was planned; "
+        f"{end - start} bytes from {start} were lost",
+    )
 
 
 def _end_of_lines(path: Path, offset: int, size: int, budget: int | None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
@@ -16,6 +17,7 @@ from spark_apps.growing_log_source import (
     batch_offsets,
     read_batch,
 )
+from spark_apps.streaming import to_lines
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +31,7 @@ Offsets = dict[str, dict[str, int]]
 
 def read_all(
     source: GrowingLogStreamReader, start: Offsets, end: Offsets
-) -> list[tuple[str, int, bytes, int]]:
+) -> list[tuple[str, int, bytes, int, str]]:
     """The rows Spark gets, as tuples, from the Arrow batches the source yields."""
     rows = []
     for part in source.partitions(start, end):
@@ -46,16 +48,16 @@ def test_complete_lines_only_with_their_offsets(tmp_path: Path) -> None:
     end = source.latestOffset(start, ReadAllAvailable())
     assert end == {"files": {"a.000000.log": 8}}
     assert read_all(source, start, end) == [
-        ("a.000000.log", 0, b"one", 0),
-        ("a.000000.log", 4, b"two", 0),
+        ("a.000000.log", 0, b"one", 0, ""),
+        ("a.000000.log", 4, b"two", 0, ""),
     ]
     with (tmp_path / "a.000000.log").open("ab") as f:
         f.write(b"ee\n")
     (tmp_path / "b.000001.log").write_bytes(b"four\n")
     later = source.latestOffset(end, ReadAllAvailable())
     assert read_all(source, end, later) == [
-        ("a.000000.log", 8, b"three", 0),
-        ("b.000001.log", 0, b"four", 0),
+        ("a.000000.log", 8, b"three", 0, ""),
+        ("b.000001.log", 0, b"four", 0, ""),
     ]
     assert source.latestOffset(later, ReadAllAvailable()) == later  # nothing new
     assert source.partitions(later, later) == []
@@ -86,7 +88,51 @@ def test_a_truncated_file_yields_one_report_and_deleted_files_drop_out(tmp_path:
     end = source.latestOffset(start, ReadAllAvailable())
     assert end == {"files": {"a.000000.log": 4}}
     rows = read_all(source, start, end)
-    assert rows == [("a.000000.log", 4, b"", 19)]
+    assert rows == [("a.000000.log", 4, b"", 19, "file_truncated")]
+
+
+def test_a_file_deleted_after_planning_is_reported_and_its_batch_replays_the_same(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.000000.log").write_bytes(b"one\ntwo\n")
+    (tmp_path / "b.000000.log").write_bytes(b"three\n")
+    source = reader(tmp_path)
+    start = source.initialOffset()
+    end = source.latestOffset(start, ReadAllAvailable())
+    (tmp_path / "a.000000.log").unlink()  # between Spark's plan and its read
+    rows = read_all(source, start, end)
+    assert rows == [
+        ("a.000000.log", 0, b"", 8, "file_deleted"),
+        ("b.000000.log", 0, b"three", 0, ""),
+    ]
+    assert read_all(source, start, end) == rows  # a replay: the same, no error
+    assert source.latestOffset(end, ReadAllAvailable()) == {"files": {"b.000000.log": 6}}
+    lines, reports = to_lines(pa.Table.from_pylist(
+        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+    ))  # fmt: skip
+    assert [line.raw for line in lines] == [b"three"]
+    [report] = reports
+    assert (report.file, report.offset, report.reason) == ("a.000000.log", 0, "file_deleted")
+    assert "8 bytes" in report.detail
+
+
+def test_a_file_that_shrinks_after_planning_gives_what_is_left_and_reports_the_rest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.000000.log"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    source = reader(tmp_path)
+    start = source.initialOffset()
+    end = source.latestOffset(start, ReadAllAvailable())
+    path.write_bytes(b"one\ntw")  # cut mid-line between the plan and the read
+    rows = read_all(source, start, end)
+    assert rows == [
+        ("a.000000.log", 0, b"one", 0, ""),
+        ("a.000000.log", 4, b"", 10, "file_truncated"),
+    ]
+    assert read_all(source, start, end) == rows  # a replay does not wedge on it
+    path.write_bytes(b"")
+    assert read_all(source, start, end) == [("a.000000.log", 0, b"", 14, "file_truncated")]
 
 
 @pytest.mark.parametrize("options", [{}, {"path": ""}, {"path": "/x", "maxBytesPerTrigger": "0"}])
@@ -143,7 +189,7 @@ def test_a_batch_is_read_over_the_range_spark_logged_for_it(tmp_path: Path) -> N
         ("b.000000.log", 0, b"four"),
     ]
     assert rows == [  # what Spark's own read of the same range gives
-        dict(zip(("file", "offset", "raw", "lost_bytes"), row, strict=True))
+        dict(zip(("file", "offset", "raw", "lost_bytes", "report"), row, strict=True))
         for row in read_all(reader(logs), *second)
     ]
 

@@ -223,3 +223,27 @@ def test_bad_limits_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="negative"):
         (tmp_path / "a.log").write_bytes(b"x\n")
         reader.read({"a.log": -1})
+
+
+def test_a_read_planned_before_its_file_shrank_or_went_reports_the_lost_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.log").write_bytes(b"one\ntwo\nthree\n")
+    (tmp_path / "b.log").write_bytes(b"four\n")
+    reader = GrowingLogReader(tmp_path)
+    plan = reader.plan
+
+    def plan_then_change(*args: object, **kwargs: object) -> object:
+        planned = plan(*args, **kwargs)  # type: ignore[arg-type]
+        (tmp_path / "a.log").write_bytes(b"one\ntw")  # shrank between plan and read
+        (tmp_path / "b.log").unlink()  # and went
+        return planned
+
+    monkeypatch.setattr(reader, "plan", plan_then_change)
+    result = reader.read({})
+    assert [line.raw for line in result.lines] == [b"one"]
+    assert [(t.file, t.offset, t.reason) for t in result.truncations] == [
+        ("a.log", 4, QuarantineReason.FILE_TRUNCATED),
+        ("b.log", 0, QuarantineReason.FILE_DELETED),
+    ]
+    assert "10 bytes from 4" in result.truncations[0].detail
