@@ -16,7 +16,9 @@ reporting lost bytes has ``raw`` empty, ``offset`` where the loss starts,
 ``lost_bytes`` and ``report`` its quarantine reason: ``file_truncated`` for a
 file that shrank below its saved offset (``offset`` its new size) or below a
 planned end, ``file_deleted`` for a file deleted before its planned bytes
-were read. The apps quarantine these (``spark_apps.streaming.to_lines``).
+were read, ``torn_line`` for the last line of a file whose writer moved on to
+a later file, with no ``\\n`` (``raw`` holds its bytes). The apps quarantine
+these (``spark_apps.streaming.to_lines``).
 
 Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
 finds the batch's range in Spark's offset log and :func:`read_batch` reads
@@ -222,14 +224,17 @@ def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
         return
     reader = GrowingLogReader(Path(part.directory))
     try:
-        raws, offsets, stop = reader.read_range_available(part.file, part.start, part.end)
+        got = reader.read_range_available(part.file, part.start, part.end)
     except FileNotFoundError:  # deleted since the plan: its planned bytes are lost
         deleted = QuarantineReason.FILE_DELETED.value
         yield _rows(part.file, [part.start], [b""], part.end - part.start, deleted)
         return
-    yield _rows(part.file, offsets, raws, 0, "")
-    if stop < part.end:  # shrank since the plan: what is left, then the loss
-        yield _rows(part.file, [stop], [b""], part.end - stop, truncated)
+    yield _rows(part.file, got.offsets, got.raws, 0, "")
+    if got.torn:  # a rolled-over file's torn last line: quarantined with its bytes
+        torn = QuarantineReason.TORN_LINE.value
+        yield _rows(part.file, [got.stop], [got.torn], len(got.torn), torn)
+    elif got.stop < part.end:  # shrank since the plan: what is left, then the loss
+        yield _rows(part.file, [got.stop], [b""], part.end - got.stop, truncated)
 
 
 def _rows(

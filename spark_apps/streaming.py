@@ -27,7 +27,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.join.runtime import AppParts
-from photon.logs.reader import LogLine
+from photon.logs.reader import LogLine, torn_line
 from photon.settings import PhotonSettings
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 
@@ -87,6 +87,9 @@ def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
     for file, offset, raw, lost_bytes, report in columns:
         if lost_bytes:
             reason = QuarantineReason(report or QuarantineReason.FILE_TRUNCATED)
+            if reason is QuarantineReason.TORN_LINE:
+                truncations.append(torn_line(file, offset, raw))
+                continue
             truncations.append(
                 QuarantineRecord(
                     file=file,

@@ -41,6 +41,7 @@ class QuarantineReason(StrEnum):
     MALFORMED_ID = "malformed_id"
     FILE_TRUNCATED = "file_truncated"
     FILE_DELETED = "file_deleted"
+    TORN_LINE = "torn_line"
 
 
 class BadLineError(ValueError):

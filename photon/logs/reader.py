@@ -19,6 +19,10 @@ How it fails, and what it does instead:
   the complete lines still there, and its lost bytes are reported
   (``file_truncated`` / ``file_deleted``): a read never fails on it, so a
   stream replaying that read does not wedge;
+* a torn last line (bytes after the last ``\\n``) of a file whose writer has
+  moved on — a later file of the same writer (``<name>.<seq>.log``) exists —
+  will never be completed: it is returned as a ``torn_line`` quarantine
+  record with its bytes, once;
 * files that appear later are picked up, in name order, on the next read.
 
 Admission control: ``max_bytes`` and ``max_files`` bound one read; a read
@@ -28,6 +32,7 @@ always makes progress (at least one line, if any is complete).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +43,19 @@ from photon.events.records import QuarantineReason, QuarantineRecord
 Offsets = dict[str, int]
 
 _CHUNK_BYTES = 1 << 20
+_WRITER_FILE = re.compile(r"(?P<writer>.+)\.(?P<seq>\d+)\.log")
+
+
+def _rolled_over(names: list[str]) -> set[str]:
+    """The names of files whose writer has since opened a later file."""
+    newest: dict[str, int] = {}
+    parsed: dict[str, tuple[str, int]] = {}
+    for name in names:
+        if match := _WRITER_FILE.fullmatch(name):
+            writer, seq = match["writer"], int(match["seq"])
+            parsed[name] = (writer, seq)
+            newest[writer] = max(newest.get(writer, seq), seq)
+    return {name for name, (writer, seq) in parsed.items() if seq < newest[writer]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +79,19 @@ class ReadRange:
     file: str
     start: int
     end: int
+
+
+@dataclass(frozen=True, slots=True)
+class AvailableLines:
+    """What a planned range still holds: its complete lines (``raws`` without their
+    ``\\n``, at ``offsets``) and ``stop``, the offset after the last of them —
+    the range's end when nothing went, less when the file shrank since the plan
+    or the range is a torn last line (then ``torn`` holds those bytes)."""
+
+    raws: list[bytes]
+    offsets: list[int]
+    stop: int
+    torn: bytes
 
 
 @dataclass(slots=True)
@@ -102,7 +133,9 @@ class GrowingLogReader:
         """Where the next read ends, per file, without reading the lines themselves.
 
         Ends always fall just after a ``\n``, so :meth:`read_range` of each range
-        gives complete lines only. Within ``max_bytes`` a file's range takes lines
+        gives complete lines only — but for the torn last line of a rolled-over
+        file, a range of its own that :meth:`read_range_available` reports.
+        Within ``max_bytes`` a file's range takes lines
         until the budget is used up (the line crossing it included), so every
         plan makes progress when any complete line is there.
         """
@@ -113,7 +146,9 @@ class GrowingLogReader:
         offsets: Offsets = dict(start or {})
         plan = ReadPlan(ranges=[], offsets=offsets)
         consumed = 0
-        for name in self.files():
+        names = self.files()
+        rolled_over = _rolled_over(names)
+        for name in names:
             offset = offsets.get(name, 0)
             if offset < 0:
                 raise ValueError(f"saved offset {offset} of {name} is negative")
@@ -139,6 +174,8 @@ class GrowingLogReader:
             if budget is not None and budget <= 0 and plan.ranges:
                 break
             end = _end_of_lines(self.directory / name, offset, size, budget)
+            if end == offset and name in rolled_over:
+                end = size  # a torn last line its writer will never finish: read as such
             if end > offset:
                 plan.ranges.append(ReadRange(name, offset, end))
                 offsets[name] = end
@@ -152,26 +189,22 @@ class GrowingLogReader:
         raws, offsets = self.read_range_columns(file, start, end)
         return [LogLine(file, o, r) for o, r in zip(offsets, raws, strict=True)]
 
-    def read_range_available(
-        self, file: str, start: int, end: int
-    ) -> tuple[list[bytes], list[int], int]:
-        """:meth:`read_range_columns` of what is still there: the complete lines of
-        ``[start, end)`` that the file still holds, and the offset after the last of
-        them (``end`` when nothing went; less when the file shrank since the plan).
-        Raises ``FileNotFoundError`` when the file is gone."""
+    def read_range_available(self, file: str, start: int, end: int) -> AvailableLines:
+        """The complete lines of ``[start, end)`` that the file still holds; see
+        :class:`AvailableLines`. Raises ``FileNotFoundError`` when the file is gone."""
         with (self.directory / file).open("rb") as f:
             f.seek(start)
             data = f.read(end - start)
-        if len(data) == end - start and data.endswith(b"\n"):
-            stop = end
-        else:
-            stop = start + data.rfind(b"\n") + 1  # start: no complete line left
-            data = data[: stop - start]
+        whole = len(data) == end - start
+        # Else up to the last newline there (start: no complete line).
+        stop = end if whole and data.endswith(b"\n") else start + data.rfind(b"\n") + 1
+        torn = data[stop - start :] if whole else b""
+        data = data[: stop - start]
         if not data:
-            return [], [], stop
+            return AvailableLines([], [], stop, torn)
         raws = data[:-1].split(b"\n")
         offsets = list(itertools.accumulate((len(raw) + 1 for raw in raws[:-1]), initial=start))
-        return raws, offsets, stop
+        return AvailableLines(raws, offsets, stop, torn)
 
     def read_range_columns(self, file: str, start: int, end: int) -> tuple[list[bytes], list[int]]:
         """:meth:`read_range` as two columns, the lines and their offsets (no objects a line)."""
@@ -196,14 +229,30 @@ class GrowingLogReader:
         result = ReadResult(lines=[], offsets=plan.offsets, truncations=plan.truncations)
         for part in plan.ranges:
             try:
-                raws, offsets, stop = self.read_range_available(part.file, part.start, part.end)
+                got = self.read_range_available(part.file, part.start, part.end)
             except FileNotFoundError:
                 result.truncations.append(lost_range(part.file, part.start, part.end, gone=True))
                 continue
-            result.lines += [LogLine(part.file, o, r) for o, r in zip(offsets, raws, strict=True)]
-            if stop < part.end:
-                result.truncations.append(lost_range(part.file, stop, part.end, gone=False))
+            result.lines += [
+                LogLine(part.file, o, r) for o, r in zip(got.offsets, got.raws, strict=True)
+            ]
+            if got.torn:
+                result.truncations.append(torn_line(part.file, got.stop, got.torn))
+            elif got.stop < part.end:
+                result.truncations.append(lost_range(part.file, got.stop, part.end, gone=False))
         return result
+
+
+def torn_line(file: str, offset: int, raw: bytes) -> QuarantineRecord:
+    """The report of a rolled-over file's last line, which has no ``\\n`` and never will."""
+    return QuarantineRecord(
+        file=file,
+        offset=offset,
+        reason=QuarantineReason.TORN_LINE,
+        detail=f"the file's last {len(raw)} bytes end without a newline and its writer "
+        "has moved on to a later file",
+        raw=raw,
+    )
 
 
 def lost_range(file: str, start: int, end: int, *, gone: bool) -> QuarantineRecord:

@@ -135,6 +135,26 @@ def test_a_file_that_shrinks_after_planning_gives_what_is_left_and_reports_the_r
     assert read_all(source, start, end) == [("a.000000.log", 0, b"", 14, "file_truncated")]
 
 
+def test_a_torn_last_line_of_a_rolled_over_file_is_a_row_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "w.000000.log").write_bytes(b"one\ntw")
+    source = reader(tmp_path)
+    start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
+    assert start == {"files": {"w.000000.log": 4}}  # its writer may still finish it
+    (tmp_path / "w.000001.log").write_bytes(b"three\n")
+    end = source.latestOffset(start, ReadAllAvailable())
+    assert end == {"files": {"w.000000.log": 6, "w.000001.log": 6}}
+    rows = read_all(source, start, end)
+    assert rows == [
+        ("w.000000.log", 4, b"tw", 2, "torn_line"),
+        ("w.000001.log", 0, b"three", 0, ""),
+    ]
+    lines, [torn] = to_lines(pa.Table.from_pylist(
+        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+    ))  # fmt: skip
+    assert [line.raw for line in lines] == [b"three"]
+    assert (torn.reason, torn.raw, torn.offset) == ("torn_line", b"tw", 4)
+
+
 @pytest.mark.parametrize("options", [{}, {"path": ""}, {"path": "/x", "maxBytesPerTrigger": "0"}])
 def test_bad_options_are_refused(options: dict[str, str]) -> None:
     with pytest.raises(ValueError, match=r"path|positive"):

@@ -247,3 +247,26 @@ def test_a_read_planned_before_its_file_shrank_or_went_reports_the_lost_bytes(
         ("b.log", 0, QuarantineReason.FILE_DELETED),
     ]
     assert "10 bytes from 4" in result.truncations[0].detail
+
+
+def test_a_torn_last_line_is_quarantined_once_its_writer_has_moved_to_a_later_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "w.000000.log").write_bytes(b"one\ntw")  # the writer died mid-line
+    (tmp_path / "x.000001.log").write_bytes(b"other writer\n")
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read({})
+    assert [line.raw for line in first.lines] == [b"one", b"other writer"]
+    assert first.truncations == []  # its writer may still finish the line
+    (tmp_path / "w.000001.log").write_bytes(b"three\n")  # restarted, in a new file
+    second = reader.read(first.offsets)
+    assert [line.raw for line in second.lines] == [b"three"]
+    [torn] = second.truncations
+    assert (torn.file, torn.offset, torn.reason, torn.raw) == (
+        "w.000000.log",
+        4,
+        QuarantineReason.TORN_LINE,
+        b"tw",
+    )
+    assert second.offsets["w.000000.log"] == 6
+    assert reader.read(second.offsets).truncations == []  # once
