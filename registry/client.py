@@ -593,7 +593,8 @@ class IdRegistry:
         guards = self._reconnecting(read)
         with self._lock:
             for shard, (boundary, _) in guards.boundaries.items():
-                self._boundaries[shard] = max(self._boundaries.get(shard, 0), boundary)
+                if shard in self._watched_boundaries:  # else gc_boundary sets its watch up
+                    self._boundaries[shard] = max(self._boundaries.get(shard, 0), boundary)
             if self._config is None or guards.config.version > self._config.version:
                 self._config = guards.config  # the watch will say so too, later
         return guards

@@ -232,6 +232,20 @@ def test_an_epoch_appended_before_a_commit_moves_the_id_to_its_new_shard(
     assert operator.register([(moved, "b")]) == {moved: RegisterResult.ALREADY_REGISTERED}
 
 
+def test_a_boundary_read_by_a_registration_is_still_watched_afterwards(
+    connect: Connect,
+) -> None:
+    reg, gc = connect(), connect()
+    [event_id] = make_ids(1, seed=24)
+    shard = reg.shard_of(EventId.parse(event_id))
+    reg.register([(event_id, "a")])  # reads the boundary fresh, before any gc_boundary()
+    gc.advance_gc_boundary(shard, 1_000)
+    deadline = time.monotonic() + 5
+    while reg.gc_boundary(shard) != 1_000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reg.gc_boundary(shard) == 1_000
+
+
 def test_epoch_starts_follow_zookeepers_clock_not_the_hosts(
     registry: IdRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
