@@ -12,8 +12,9 @@ which may lag). GC moving a boundary, or a new epoch moving ids to other
 shards, between that read and the commit fails the transaction; the next
 round reads them again. Buckets are created only at or above the boundary
 just read. (``lookup`` answers from the watched boundary: a lagging one says
-``ABSENT`` where ``TOO_OLD`` is true, and ``register`` then refuses the id.) ``registered`` lists a
-window's ids with their tokens (verification, recovery); ``announce`` keeps
+``ABSENT`` where ``TOO_OLD`` is true, and ``register`` then refuses the id.)
+``registered`` lists a window's ids with their tokens (verification,
+recovery); ``announce`` keeps
 an ephemeral ``members/<name>`` node saying which sharding config version a
 client uses (the resharding rollout reads them with ``members``).
 
