@@ -44,6 +44,13 @@ class QuarantineReason(StrEnum):
     TORN_LINE = "torn_line"
 
 
+#: What the log reader reports about a file (bytes gone, a line never finished),
+#: as opposed to what a line's content is wrong with.
+FILE_REASONS = frozenset(
+    {QuarantineReason.FILE_TRUNCATED, QuarantineReason.FILE_DELETED, QuarantineReason.TORN_LINE}
+)
+
+
 class BadLineError(ValueError):
     """A line that cannot become an event; carries the quarantine reason."""
 
