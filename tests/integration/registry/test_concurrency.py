@@ -3,19 +3,27 @@ ZooKeeper leader killed in the middle of registration."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
 from photon.stack import process
 from photon.stack.manager import LocalStack
 from photon.stack.zookeeper import srvr_mode
-from registry import IdRegistry, LookupResult, RegisterResult
+from registry import EventId, IdRegistry, LookupResult, RegisterResult
+from registry.sharding import stable_hash
 from tests.integration.registry.conftest import Connect
 from tests.integration.registry.test_client import make_ids
 
@@ -123,3 +131,64 @@ def test_killing_the_zookeeper_leader_loses_no_acknowledged_id(
         assert all(check.read_token(i) == acknowledged[i] for i in sample)
     finally:
         assert local_stack.up().healthy  # the killed node rejoins
+
+
+#: A joiner's registry client in a process of its own: connects, says so, and on
+#: "go" registers one id and prints the result.
+_PAUSED_JOINER = """
+import json, sys
+from registry import IdRegistry
+reg = IdRegistry.connect(sys.argv[1].split(","), sys.argv[2], default_shards=4,
+                         session_timeout_s=4.0)
+print("RESULT", json.dumps({"config_version": reg.sharding().version}), flush=True)
+sys.stdin.readline()
+results = reg.register([(sys.argv[3], "paused/run/0")])
+print("RESULT", json.dumps({k: str(v) for k, v in results.items()}), flush=True)
+reg.close()
+"""
+
+
+def _result(stdout: IO[str]) -> Any:
+    """The next line the process printed as its result (its logs go to stdout too)."""
+    for line in stdout:
+        if line.startswith("RESULT "):
+            return json.loads(line.removeprefix("RESULT "))
+    raise AssertionError("the process ended without a result")
+
+
+def test_a_joiner_paused_past_its_session_across_an_epoch_start_never_commits_in_the_old_shard(
+    local_stack: LocalStack, connect: Connect, registry_root: str
+) -> None:
+    operator = connect(default_shards=4)
+    # An id whose shard under the new epoch's 7 shards differs from its shard under 4.
+    candidates = make_ids(50, start_us=time.time_ns() // 1000 + 5_000_000, seed=25)
+    moved = next(i for i in candidates if stable_hash(i) % 4 != stable_hash(i) % 7)
+    moved_id = EventId.parse(moved)
+    old_path = operator.layout.node(operator.shard_of(moved_id), moved_id)
+    hosts = ",".join(local_stack.settings.zk_hosts)
+    joiner = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_JOINER, hosts, registry_root, moved],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+    )
+    try:
+        assert joiner.stdout is not None and joiner.stdin is not None
+        assert _result(joiner.stdout)["config_version"] == 0
+        joiner.send_signal(signal.SIGSTOP)  # paused, its config as it was
+        operator.append_epoch(7, max_skew_s=1, now_us=moved_id.ts_us - 2_000_000)
+        time.sleep(6)  # past its 4 s session: ZooKeeper ends it meanwhile
+        joiner.send_signal(signal.SIGCONT)
+        joiner.stdin.write("go\n")
+        joiner.stdin.flush()
+        assert _result(joiner.stdout) == {moved: "committed"}
+        assert joiner.wait(timeout=30) == 0
+    finally:
+        if joiner.poll() is None:
+            joiner.kill()
+            joiner.wait()
+    assert operator._zk.exists(old_path) is None  # not in the shard the epoch moved it from
+    new_path = operator.layout.node(operator.shard_of(moved_id), moved_id)
+    assert new_path != old_path and operator._zk.exists(new_path) is not None
+    assert operator.read_token(moved) == "paused/run/0"
