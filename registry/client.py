@@ -154,6 +154,12 @@ class _Guards:
     boundaries: dict[int, tuple[int, int]]
 
 
+def _place(event_id: EventId, token: bytes, config: ShardingConfig, layout: Layout) -> _Op:
+    shard = config.shard_of(event_id)
+    bucket = layout.bucket_of(shard, event_id)
+    return _Op(event_id, str(event_id), token, shard, bucket, f"{bucket}/{event_id}")
+
+
 def check_token(token: str) -> bytes:
     if not isinstance(token, str) or not token:
         raise InvalidTokenError("a token must be a non-empty string")
@@ -535,7 +541,8 @@ class IdRegistry:
             guards = self._read_guards(ops)
             if guards.config.version != config.version:  # a new epoch may move ids
                 config = guards.config
-                ops = [self._place(op.event_id, op.token, config) for op in ops]
+                layout = Layout(self.root, config.bucket_us)
+                ops = [_place(op.event_id, op.token, config, layout) for op in ops]
                 guards = self._read_guards(ops)
             fresh: list[_Op] = []
             for op in ops:
@@ -557,6 +564,7 @@ class IdRegistry:
         self, items: Iterable[tuple[str | EventId, str]], config: ShardingConfig
     ) -> dict[str, _Op]:
         ops: dict[str, _Op] = {}
+        layout = Layout(self.root, config.bucket_us)
         for raw_id, token in items:
             event_id = raw_id if isinstance(raw_id, EventId) else EventId.parse(raw_id)
             data = check_token(token)
@@ -565,13 +573,8 @@ class IdRegistry:
                 if ops[key].token != data:
                     raise ValueError(f"id {key} appears twice in one batch with different tokens")
                 continue
-            ops[key] = self._place(event_id, data, config)
+            ops[key] = _place(event_id, data, config, layout)
         return ops
-
-    def _place(self, event_id: EventId, token: bytes, config: ShardingConfig) -> _Op:
-        shard = config.shard_of(event_id)
-        bucket = Layout(self.root, config.bucket_us).bucket_of(shard, event_id)
-        return _Op(event_id, str(event_id), token, shard, bucket, f"{bucket}/{event_id}")
 
     def _read_guards(self, ops: list[_Op]) -> _Guards:
         """The sharding config and the GC boundaries of the shards ``ops`` touch, read

@@ -132,9 +132,9 @@ class GrowingLogReader:
     ) -> ReadPlan:
         """Where the next read ends, per file, without reading the lines themselves.
 
-        Ends always fall just after a ``\n``, so :meth:`read_range` of each range
-        gives complete lines only — but for the torn last line of a rolled-over
-        file, a range of its own that :meth:`read_range_available` reports.
+        Ends always fall just after a ``\n``, so :meth:`read_range_available` of
+        each range gives complete lines only — but for the torn last line of a
+        rolled-over file, a range of its own that it reports as ``torn``.
         Within ``max_bytes`` a file's range takes lines
         until the budget is used up (the line crossing it included), so every
         plan makes progress when any complete line is there.
@@ -184,14 +184,10 @@ class GrowingLogReader:
                 offsets.setdefault(name, offset)
         return plan
 
-    def read_range(self, file: str, start: int, end: int) -> list[LogLine]:
-        """The lines of ``file`` in ``[start, end)``; ``end`` must follow a ``\n``."""
-        raws, offsets = self.read_range_columns(file, start, end)
-        return [LogLine(file, o, r) for o, r in zip(offsets, raws, strict=True)]
-
     def read_range_available(self, file: str, start: int, end: int) -> AvailableLines:
-        """The complete lines of ``[start, end)`` that the file still holds; see
-        :class:`AvailableLines`. Raises ``FileNotFoundError`` when the file is gone."""
+        """The complete lines of ``[start, end)`` that the file still holds, as two
+        columns (no object a line); see :class:`AvailableLines`. Raises
+        ``FileNotFoundError`` when the file is gone."""
         with (self.directory / file).open("rb") as f:
             f.seek(start)
             data = f.read(end - start)
@@ -205,17 +201,6 @@ class GrowingLogReader:
         raws = data[:-1].split(b"\n")
         offsets = list(itertools.accumulate((len(raw) + 1 for raw in raws[:-1]), initial=start))
         return AvailableLines(raws, offsets, stop, torn)
-
-    def read_range_columns(self, file: str, start: int, end: int) -> tuple[list[bytes], list[int]]:
-        """:meth:`read_range` as two columns, the lines and their offsets (no objects a line)."""
-        with (self.directory / file).open("rb") as f:
-            f.seek(start)
-            data = f.read(end - start)
-        if len(data) != end - start or not data.endswith(b"\n"):
-            raise ValueError(f"{file} [{start}, {end}) does not end with a complete line")
-        raws = data[:-1].split(b"\n")
-        offsets = list(itertools.accumulate((len(raw) + 1 for raw in raws[:-1]), initial=start))
-        return raws, offsets
 
     def read(
         self,

@@ -13,8 +13,8 @@ The query reader writes one small delta run per micro-batch
    it merged, so a joiner listing in between sees both (entries are
    deduplicated on load) and never neither;
 4. checks the new run against its *input* runs, read back from the store:
-   it must hold exactly the input entries the rule keeps (computed from the
-   input here, apart from the merge, which may be the Spark job's), so an
+   it must hold exactly the input entries the rule keeps (:func:`merge` of
+   the input here, whichever merge made the run: the Spark job's), so an
    entry wrongly dropped or added is seen; and a sample of those input
    entries must look their own query line up the same through the new run
    as through the old runs.
@@ -134,22 +134,6 @@ def merge(
     result = sorted(kept)
     report.entries_after = len(result)
     return result, report
-
-
-def must_keep(
-    entries: Iterable[MapEntry], boundary_us: int, file_exists: Callable[[str], bool]
-) -> set[MapEntry]:
-    """The input entries a compaction must keep: unexpired, naming an existing file."""
-    exists: dict[str, bool] = {}
-    kept: set[MapEntry] = set()
-    for entry in entries:
-        if entry.ts_us < boundary_us:
-            continue
-        if entry.file not in exists:
-            exists[entry.file] = file_exists(entry.file)
-        if exists[entry.file]:
-            kept.add(entry)
-    return kept
 
 
 def check_logs_visible(
@@ -276,9 +260,15 @@ def compact_dc(
         )
     check_logs_visible(dc, query_dir, runs.entries, boundary_us)
     exists = query_file_exists(query_dir)
-    expected = must_keep(runs.entries, boundary_us, exists)
-    merged, report = merge_entries(runs.entries, boundary_us, exists)
-    chosen = sample_entries(sorted(expected), sample)  # from the input, not the output
+    # What the rule keeps of the input, by the plain merge here: the check of the
+    # new run, whichever merge (the Spark job's) made it.
+    by_rule, rule_report = merge(runs.entries, boundary_us, exists)
+    if merge_entries is merge:
+        merged, report = by_rule, rule_report
+    else:
+        merged, report = merge_entries(runs.entries, boundary_us, exists)
+    expected = set(by_rule)
+    chosen = sample_entries(by_rule, sample)  # from the input, not the output
     before = lookups(runs.entries, chosen, query_dir, window_us, max_bytes)
     return install(
         store,

@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from photon.ops.gc import advance_and_collect
-from photon.stack.manager import LocalStack
 from registry import EventId, IdRegistry, LookupResult
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def registry(local_stack: LocalStack) -> Iterator[IdRegistry]:
-    reg = IdRegistry.connect(
-        local_stack.settings.zk_hosts, f"/photon-gc-{uuid.uuid4().hex[:12]}", default_shards=4
-    )
-    try:
-        yield reg
-    finally:
-        reg.drop()
-        reg.close()
 
 
 def test_a_gc_host_whose_clock_runs_ahead_collects_no_live_id(

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from photon.ops.params import ReshardParams
 from photon.ops.reshard import PipelinesBehindError, apply, plan, rollout_status
-from photon.stack.manager import LocalStack
 from registry import IdRegistry
 from registry.sharding import ShardingConfig
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def registry(local_stack: LocalStack) -> Iterator[IdRegistry]:
-    reg = IdRegistry.connect(
-        local_stack.settings.zk_hosts, f"/photon-reshard-{uuid.uuid4().hex[:12]}", default_shards=4
-    )
-    try:
-        yield reg
-    finally:
-        reg.drop()
-        reg.close()
 
 
 def _epochs(registry: IdRegistry) -> int:
