@@ -8,6 +8,9 @@ seeded by ``faults.seed`` (unset: random):
   would: no cleanup, no flush) right after its registry commit and before
   its output write: the ids are registered with the batch's token and in no
   output;
+* ``pause_after_commit_p`` — at the same point the process stops itself
+  (SIGSTOP), as a hung or paused joiner would: a zombie that may wake up (SIGCONT)
+  after its attempt was replaced and recovered;
 * ``crash_mid_write_p`` — the process exits hard while an object store write
   is in flight: the object may or may not exist;
 * ``s3_error_p`` — an object store call fails with a connection timeout
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +49,10 @@ def _hard_exit(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _stop_self() -> None:
+    os.kill(os.getpid(), signal.SIGSTOP)  # returns once someone sends SIGCONT
+
+
 class FaultInjector:
     def __init__(
         self,
@@ -52,8 +60,10 @@ class FaultInjector:
         *,
         exit: Callable[[int], NoReturn] = _hard_exit,
         sleep: Callable[[float], None] = time.sleep,
+        pause: Callable[[], None] = _stop_self,
     ) -> None:
         self.settings = settings
+        self._pause = pause
         self._random = random.Random(settings.seed)
         self._lock = threading.Lock()
         self._exit = exit
@@ -65,6 +75,7 @@ class FaultInjector:
         return any(
             (
                 s.crash_after_commit_p,
+                s.pause_after_commit_p,
                 s.crash_mid_write_p,
                 s.s3_error_p,
                 s.s3_delay_s,
@@ -87,6 +98,10 @@ class FaultInjector:
         """Called between a batch's registry commit (that won some ids) and its output write."""
         if self._hit(self.settings.crash_after_commit_p):
             self._crash("crash_after_commit", batch=batch)
+        if self._hit(self.settings.pause_after_commit_p):
+            metrics.FAULTS_INJECTED.labels("pause_after_commit").inc()
+            log.warning("fault.pause", kind="pause_after_commit", batch=batch, pid=os.getpid())
+            self._pause()
 
     def write(self, key: str, put: Callable[[], Any]) -> Any:
         """Run an object store write, or crash while it is in flight."""

@@ -245,6 +245,12 @@ class PipelineSettings(_Section):
     #: the query reader's progress back (its writer stopped or rolled over).
     query_file_idle_s: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
+    #: Recovery fences a dead attempt, then waits this long and reads the attempt's
+    #: output again before it takes any of its ids over: a write that passed the
+    #: attempt's fence check just before it closed lands (or gives up) meanwhile. An
+    #: object store put, retries included, is bounded by about a minute
+    #: (docs/ARCHITECTURE.md, "Fencing a dead attempt").
+    fence_settle_s: Annotated[float, Field(ge=0, le=3600)] = 60.0
     #: The joiner splits each batch's clicks by registry shard into this many groups,
     #: each joined by one Spark task (docs/join.md, "The join on executors"). 0: one
     #: group per core the joiner app has (its Spark default parallelism).
@@ -403,6 +409,7 @@ class FaultSettings(_Section):
     """Fault injection for the chaos suite (see :mod:`photon.faults`); all off by default."""
 
     crash_after_commit_p: Probability = 0.0
+    pause_after_commit_p: Probability = 0.0
     crash_mid_write_p: Probability = 0.0
     s3_error_p: Probability = 0.0
     s3_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0

@@ -16,6 +16,7 @@ from registry.client import (
     ShardStats,
 )
 from registry.errors import (
+    AttemptFencedError,
     EpochConflictError,
     GcBoundaryRegressionError,
     InvalidTokenError,
@@ -25,6 +26,7 @@ from registry.errors import (
 from registry.ids import EventId, InvalidEventIdError
 
 __all__ = [
+    "AttemptFencedError",
     "EpochConflictError",
     "EventId",
     "GcBoundaryRegressionError",

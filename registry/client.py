@@ -18,6 +18,13 @@ recovery); ``announce`` keeps
 an ephemeral ``members/<name>`` node saying which sharding config version a
 client uses (the resharding rollout reads them with ``members``).
 
+Fences: a joiner's client ``hold_attempt(attempt)`` at start; from then on
+every ``multi`` it sends also checks the version of the attempt's fence node,
+and ``check_fence`` (called before each output write) reads it through
+``sync``. Recovery fences a dead attempt (``fence_attempt``) before it
+deletes the attempt's ids, so a zombie of that attempt (paused, cut off) that wakes up
+later can neither commit nor write: :class:`AttemptFencedError`.
+
 How it fails, and what it does then:
 
 * a ``multi`` is all-or-nothing and kazoo's ``commit()`` does not raise: it
@@ -31,6 +38,7 @@ How it fails, and what it does then:
 * ZooKeeper calls other than commits go through a ``KazooRetry`` with explicit
   limits; past them :class:`RegistryUnavailableError` is raised (kazoo's
   default command retry never gives up);
+* a fenced attempt's commit, or fence check, raises :class:`AttemptFencedError`;
 * bad ids and tokens raise before anything is written.
 """
 
@@ -63,6 +71,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import make_digest_acl
 
 from registry.errors import (
+    AttemptFencedError,
     EpochConflictError,
     GcBoundaryRegressionError,
     InvalidTokenError,
@@ -82,6 +91,9 @@ _OP_OVERHEAD_BYTES = 64  # per create: header, ACL, flags
 _LIST_BUCKET_FROM = 8  # look up by listing a bucket when this many ids share it
 
 _MEMBER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+#: What an attempt's fence node holds: it may commit, or recovery fenced it.
+FENCE_OPEN = b"open"
+FENCE_CLOSED = b"fenced"
 
 _TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, KazooTimeoutError)
 
@@ -215,6 +227,8 @@ class IdRegistry:
         #: What :meth:`register` sent since connecting: calls, ids, multi transactions.
         self.counters = RegisterCounters()
         self._member: tuple[str, dict[str, Any]] | None = None
+        #: The attempt this client registers for: (name, fence path, version read).
+        self._fence: tuple[str, str, int] | None = None
 
     # -- connecting -----------------------------------------------------------
 
@@ -638,6 +652,8 @@ class IdRegistry:
                 again += self._settle(*in_flight.pop(0), results)
             txn = self._zk.transaction()
             txn.check(layout.config, guards.config.version)
+            if self._fence is not None:  # op 1: see _settle
+                txn.check(self._fence[1], self._fence[2])
             for shard in sorted({op.shard for op in txn_ops}):
                 txn.check(layout.boundary(shard), guards.boundaries[shard][1])
             for op in txn_ops:
@@ -670,6 +686,12 @@ class IdRegistry:
             self._wait_connected()
             return self._reconnecting(self._resolve, ops, results)  # applied or not: tokens tell
         failures = [r for r in outcome if isinstance(r, Exception)]
+        if (
+            self._fence is not None
+            and len(outcome) > 1
+            and isinstance(outcome[1], (BadVersionError, NoNodeError))
+        ):
+            raise self._fenced_error()
         if not failures:
             for op in ops:
                 results[op.key] = RegisterResult.COMMITTED
@@ -816,6 +838,84 @@ class IdRegistry:
 
             found.update(self._reconnecting(read))
         return found
+
+    # -- attempt fences ---------------------------------------------------------------
+
+    def hold_attempt(self, attempt: str) -> None:
+        """Register for ``attempt`` from now on: every commit checks its fence.
+
+        Creates the attempt's fence node (``open``) on its first start and
+        remembers its version. Raises :class:`AttemptFencedError` when recovery
+        fenced the attempt: its ids were taken over, it must not run again.
+        """
+        if not _MEMBER_NAME.fullmatch(attempt):
+            raise ValueError(f"{attempt!r} is not an attempt name (letters, digits, '.', '_', '-')")
+        layout = self.layout
+        self._call(self._zk.ensure_path, layout.attempts_root)
+        path = layout.attempt(attempt)
+        with contextlib.suppress(NodeExistsError):
+            self._call(self._zk.create, path, FENCE_OPEN)
+        data, stat = self._call(self._zk.get, path)
+        self._fence = (attempt, path, stat.version)
+        if data != FENCE_OPEN:
+            raise self._fenced_error()
+
+    def check_fence(self) -> None:
+        """Raise :class:`AttemptFencedError` if the attempt held was fenced since.
+
+        Read through ``sync``, so not a lagging follower's copy: a joiner calls
+        it just before it writes what it registered. (A pause between this
+        check and the write is the one window left; recovery waits
+        ``FENCE_SETTLE_S`` after fencing and looks at the attempt's output
+        again before it takes any id over: docs/ARCHITECTURE.md.)
+        """
+        if self._fence is None:
+            return
+        _, path, version = self._fence
+        try:
+            self._call(self._zk.sync, path)
+            data, stat = self._call(self._zk.get, path)
+        except NoNodeError:
+            raise self._fenced_error() from None
+        if data != FENCE_OPEN or stat.version != version:
+            raise self._fenced_error()
+
+    def fence_attempt(self, attempt: str) -> bool:
+        """Fence ``attempt``: none of its commits succeeds from now on, and its
+        joiner's fence check fails. True if this call closed it (it was open, or
+        had no fence node: an attempt that never held one)."""
+        if not _MEMBER_NAME.fullmatch(attempt):
+            raise ValueError(f"{attempt!r} is not an attempt name (letters, digits, '.', '_', '-')")
+        layout = self.layout
+        self._call(self._zk.ensure_path, layout.attempts_root)
+        path = layout.attempt(attempt)
+        try:
+            self._call(self._zk.create, path, FENCE_CLOSED)
+            return True
+        except NodeExistsError:
+            pass
+        data, _ = self._call(self._zk.get, path)
+        if data == FENCE_CLOSED:
+            return False
+        self._call(self._zk.set, path, FENCE_CLOSED)  # a new version: every check of the old fails
+        log.warning("registry.attempt_fenced", attempt=attempt)
+        return True
+
+    def attempt_fenced(self, attempt: str) -> bool:
+        """Whether ``attempt``'s fence is closed."""
+        try:
+            data, _ = self._call(self._zk.get, self.layout.attempt(attempt))
+        except NoNodeError:
+            return False
+        return bool(data == FENCE_CLOSED)
+
+    def _fenced_error(self) -> AttemptFencedError:
+        name = self._fence[0] if self._fence is not None else "?"
+        return AttemptFencedError(
+            f"attempt {name} was fenced by recovery, which took its registered ids over: it "
+            "may no longer commit or write. Start the pipeline afresh (new state, so a new "
+            "attempt); its checkpoint and retry store belong to the fenced attempt"
+        )
 
     # -- members: the clients that announce themselves -------------------------------
 

@@ -19,5 +19,10 @@ class GcBoundaryRegressionError(RegistryError):
     """A GC boundary may only move forward."""
 
 
+class AttemptFencedError(RegistryError):
+    """The attempt this client registers for was fenced (recovery took its ids over):
+    it may neither commit nor write output any more."""
+
+
 class InvalidTokenError(ValueError):
     """A token that is empty, too long or not text."""

@@ -3,6 +3,9 @@
 * ``<root>/config/sharding`` — the sharding epochs and bucket width (JSON);
 * ``<root>/gc/<shard>`` — the shard's GC boundary, microseconds (ASCII);
 * ``<root>/clock`` — empty; written to read the ensemble's time (its mtime);
+* ``<root>/attempts/<attempt>`` — a joiner attempt's fence: ``open`` while it
+  may commit, ``fenced`` once recovery took its ids over (every commit of the
+  attempt checks the version it read at start, so a fenced one fails);
 * ``<root>/ids/<shard>/<hour>/<bucket>/<event id>`` — one znode per registered
   id, holding the token of the attempt that registered it.
 
@@ -33,6 +36,13 @@ class Layout:
     @property
     def clock(self) -> str:
         return f"{self.root}/clock"
+
+    @property
+    def attempts_root(self) -> str:
+        return f"{self.root}/attempts"
+
+    def attempt(self, name: str) -> str:
+        return f"{self.attempts_root}/{name}"
 
     @property
     def ids_root(self) -> str:

@@ -95,6 +95,8 @@ _CHAOS_ENV = {
     # Query files that stopped growing let the reader's progress go after 10 s, not 30.
     "PHOTON_PIPELINE__QUERY_FILE_IDLE_S": "10",
     "PHOTON_SHARDS__MAX_CLOCK_SKEW_S": "5",
+    # The joiners' writes go to a loopback S3: in flight for well under this.
+    "PHOTON_PIPELINE__FENCE_SETTLE_S": "5",
 }
 
 #: When each fault strikes, as a share of the stream's duration. The joiner

@@ -10,8 +10,10 @@ driver's thread (docs/join.md, "The join on executors"). For its clicks a group:
 2. finds each click's query: the CacheEventStore, else the LogsEventStore;
 3. passes (click, query) to the adapter, which may skip the click;
 4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``;
-5. only then writes the clicks it registered (``COMMITTED``) as the group's
-   object, ``<batch>.g<group>`` (``<batch>`` when the batch is one group).
+5. only then, once its attempt's fence is still open (recovery has not taken
+   the attempt's ids over), writes the clicks it registered (``COMMITTED``) as
+   the group's object, ``<batch>.g<group>`` (``<batch>`` when the batch is one
+   group).
 
 It touches no retry store: what it held and what found no query go back to the
 driver in its :class:`GroupOutcome`, and the driver settles them. A group's
@@ -21,7 +23,9 @@ clicks into the same groups, so each click goes to the same object's parts.
 
 How it fails: registry and object store errors propagate and fail the task,
 hence the batch, which Spark runs again; Redis errors never do (the cache is
-best-effort).
+best-effort). A fenced attempt's commit or write raises
+:class:`registry.AttemptFencedError`: the batch fails for good, and so does
+the app.
 """
 
 from __future__ import annotations
@@ -274,6 +278,9 @@ class GroupJoiner:
             too_old_rows = _unwritten(
                 too_old_rows, self.output.written_ids(work.batch, kind="too_old")
             )
+        if rows or too_old_rows:
+            # A zombie of a fenced attempt (recovery took its ids over) writes nothing.
+            self.registry.check_fence()
         if rows:
             out.objects.append(self.output.joined(work.part, rows, self._schema) or "")
         out.counts["joined"] = len(rows)

@@ -142,6 +142,12 @@ def build_group_joiner(
         options["cache"].close()
         raise
     closers.append(registry)
+    try:
+        registry.hold_attempt(attempt)  # its commits fail once recovery fenced it
+    except BaseException:
+        for closer in closers:
+            closer.close()
+        raise
     return GroupJoiner(registry=registry, **options), closers
 
 
@@ -166,6 +172,8 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
         app.closers.append(options["cache"])
         registry = connect_registry(settings)
         app.closers.append(registry)
+        # A fenced attempt (recovery took its ids over) stops here, with what to do.
+        registry.hold_attempt(attempt)
         # Operators (the resharding rollout) see which config version this joiner uses.
         registry.announce(
             f"{JOINER}-{attempt}",

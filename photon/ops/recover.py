@@ -16,6 +16,14 @@ registry (its ephemeral ``members/joiner-<attempt>`` node is there): a hung
 or paused joiner may yet commit and write, so only its session's end (the
 node gone) makes it dead.
 
+Before it takes over any id of a dead attempt that is not the DC's current
+one, recovery **fences** the attempt (``IdRegistry.fence_attempt``): every
+registry commit of that attempt checks its fence, and its joiner checks it
+again before each output write, so a zombie of it that wakes up later can
+neither commit nor write. Recovery then waits ``pipeline.fence_settle_s``
+and lists that attempt's output again, so a write that passed its fence
+check just before the fence closed is seen, not doubled.
+
 Recovery decides from the DC's joiner state (its attempt file and retry
 store). Where that state is missing — recovery run on a host without it, or
 a state directory lost — it stops with :class:`RecoveryStateError` before
@@ -76,6 +84,8 @@ class RecoveryStateError(RuntimeError):
 
 
 _US = 1_000_000
+_REPLACED = "attempt replaced"
+_DC_GONE = "DC no longer configured"
 RECOVERY_PREFIX = "recovery-"
 #: The journal of a run that has not written its recovery log yet (the source reads *.log).
 JOURNAL_SUFFIX = ".pending"
@@ -88,6 +98,17 @@ class LostId:
     token_dc: str
     dead: bool
     why: str
+
+    @property
+    def attempt(self) -> str | None:
+        """The attempt of its token (None: a token of no pipeline)."""
+        parts = self.token.split("/", 2)
+        return parts[1] if len(parts) == 3 and parts[1] else None
+
+    @property
+    def replaced(self) -> bool:
+        """Dead because its attempt no longer runs (not its DC's current one)."""
+        return self.dead and self.why in (_REPLACED, _DC_GONE)
 
 
 @dataclass(slots=True)
@@ -105,6 +126,10 @@ class RecoveryReport:
     recovery_logs: list[str] = field(default_factory=list)
     not_in_input: int = 0
     token_changed: int = 0
+    #: Dead attempts fenced before their ids were taken over (already fenced ones too).
+    fenced: list[str] = field(default_factory=list)
+    #: Ids a fenced attempt wrote after all, found when its output was listed again.
+    written_meanwhile: int = 0
     by_dc: dict[str, int] = field(default_factory=dict)
     why: dict[str, int] = field(default_factory=dict)
     actions: list[dict[str, str]] = field(default_factory=list)
@@ -146,12 +171,12 @@ def classify(
             continue
         dc, attempt, batch = parts
         if dc not in settings.dcs:
-            lost.append(LostId(click_id, token, dc, True, "DC no longer configured"))
+            lost.append(LostId(click_id, token, dc, True, _DC_GONE))
         elif attempts[dc] != attempt and attempt in connected:
             why = "attempt replaced, its joiner still connected: left"
             lost.append(LostId(click_id, token, dc, False, why))
         elif attempts[dc] != attempt:
-            lost.append(LostId(click_id, token, dc, True, "attempt replaced"))
+            lost.append(LostId(click_id, token, dc, True, _REPLACED))
         elif batch in open_batches[dc]:
             lost.append(LostId(click_id, token, dc, False, "batch open: its replay writes it"))
         else:
@@ -232,6 +257,7 @@ def recover(
     dead = [item for item in lost if item.dead]
     report.dead = len(dead)
     report.alive = report.lost - report.dead
+    dead = _fence(settings, store, registry, dead, report, dry_run=dry_run)
     by_target: dict[str, list[LostId]] = {}
     for item in dead:
         target = dc or (item.token_dc if item.token_dc in settings.dcs else settings.dcs[0])
@@ -272,6 +298,31 @@ def recover(
         report.reinjected += len(deleted)
     log.info("ops.recover", **{k: v for k, v in report.to_dict().items() if k != "actions"})
     return report
+
+
+def _fence(
+    settings: PhotonSettings,
+    store: ObjectStore,
+    registry: IdRegistry,
+    dead: list[LostId],
+    report: RecoveryReport,
+    *,
+    dry_run: bool,
+) -> list[LostId]:
+    """Fence the attempts that no longer run and hold dead ids; return the dead ids
+    still missing once the fences have settled (see the module docstring)."""
+    attempts = sorted({(i.token_dc, i.attempt) for i in dead if i.replaced and i.attempt})
+    report.fenced = [attempt for _, attempt in attempts]
+    if dry_run or not attempts:
+        return dead
+    for _, attempt in attempts:
+        registry.fence_attempt(attempt)
+    time.sleep(settings.pipeline.fence_settle_s)
+    written: set[str] = set()
+    for dc, attempt in attempts:
+        written |= {r["click_id"] for r in rows_under(store, f"joined/dc={dc}/{attempt}/")}
+    report.written_meanwhile = sum(1 for i in dead if i.click_id in written)
+    return [i for i in dead if i.click_id not in written]
 
 
 def finish_journals(settings: PhotonSettings, store: ObjectStore, registry: IdRegistry) -> int:

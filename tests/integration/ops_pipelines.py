@@ -162,6 +162,8 @@ def ops_environment(stack_environment: dict[str, str], tmp: Path) -> dict[str, s
         "PHOTON_RETRY__MAX_ATTEMPTS": "2",
         "PHOTON_RETRY__MAX_AGE_S": "10",
         "PHOTON_PIPELINE__READER_WAIT_S": "0",
+        # After fencing a dead attempt, recovery waits for writes in flight: none here.
+        "PHOTON_PIPELINE__FENCE_SETTLE_S": "0.5",
     }
     settings = settings_from_env(env)
     env["AIRFLOW_CONN_PHOTON_REGISTRY"] = json.dumps(

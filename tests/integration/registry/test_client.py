@@ -13,6 +13,7 @@ from kazoo.exceptions import NoAuthError
 
 from photon.stack.manager import LocalStack
 from registry import (
+    AttemptFencedError,
     EpochConflictError,
     EventId,
     GcBoundaryRegressionError,
@@ -43,6 +44,36 @@ def make_ids(n: int, *, start_us: int = NOW_US, spread_s: float = 60.0, seed: in
             )
         )
     return sorted(ids)
+
+
+def test_a_fenced_attempt_can_neither_commit_nor_pass_its_fence_check(connect: Connect) -> None:
+    joiner, recovery = connect(), connect()
+    joiner.hold_attempt("a-1234")
+    joiner.check_fence()
+    first, second, third = make_ids(3, seed=31)
+    assert joiner.register([(first, "a/a-1234/0")]) == {first: RegisterResult.COMMITTED}
+
+    assert recovery.fence_attempt("a-1234") is True
+    assert recovery.attempt_fenced("a-1234")
+    # The joiner's own view of the fence is as it was: the multi's check refuses it.
+    with pytest.raises(AttemptFencedError, match="a-1234 was fenced by recovery"):
+        joiner.register([(second, "a/a-1234/1")])
+    assert recovery.read_token(second) is None
+    with pytest.raises(AttemptFencedError):
+        joiner.check_fence()
+    # A restart of the fenced attempt is refused; another attempt is not touched.
+    with pytest.raises(AttemptFencedError):
+        connect().hold_attempt("a-1234")
+    assert recovery.fence_attempt("a-1234") is False  # fenced already
+    other = connect()
+    other.hold_attempt("a-5678")
+    assert other.register([(third, "a/a-5678/0")]) == {third: RegisterResult.COMMITTED}
+    # An attempt that never held a fence (from before fences) is fenced all the same.
+    assert recovery.fence_attempt("b-0000") is True
+    with pytest.raises(AttemptFencedError):
+        connect().hold_attempt("b-0000")
+    with pytest.raises(ValueError, match="not an attempt name"):
+        recovery.fence_attempt("a/b")
 
 
 def test_first_token_wins_and_a_retry_with_it_is_committed(registry: IdRegistry) -> None:

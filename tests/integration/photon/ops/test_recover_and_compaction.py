@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -10,7 +15,7 @@ import pytest
 
 from photon.join.logmap import MapEntry, delta_prefix, sorted_prefix
 from photon.join.output import rows_under
-from photon.join.runtime import JOINER
+from photon.join.runtime import JOINER, current_attempt
 from photon.ops import compaction
 from photon.ops import recover as recover_module
 from photon.ops.params import RecoverParams
@@ -100,6 +105,90 @@ def test_a_replaced_attempt_is_left_alone_while_its_joiner_is_still_connected(
     assert report.dead == report.lost == report.reinjected > 0
     assert report.why == {"attempt replaced": report.lost}
     assert ops_photon.read_recovery_logs("a") == report.reinjected
+    joined = Counter(r["click_id"] for r in rows_under(store, "joined/"))
+    assert ops_photon.manifest is not None
+    assert set(joined) == set(ops_photon.manifest.expected_joins)
+    assert set(joined.values()) == {1}
+
+
+#: DC a's query reader and joiner, run batch by batch as OpsPhoton runs them; with
+#: faults.pause_after_commit_p = 1 its joiner stops itself (SIGSTOP) right after its
+#: first registry commit that wins ids, before that batch's output write.
+_ZOMBIE = """
+import sys
+from photon.registry_access import connect_registry
+from photon.settings import load_settings
+from photon.storage import ObjectStore
+from tests.integration.ops_pipelines import OpsPhoton
+from tests.integration.photon.join.conftest import Clock
+settings = load_settings()
+photon = OpsPhoton(settings, ObjectStore.from_settings(settings), connect_registry(settings),
+                   int(sys.argv[1]), Clock(int(sys.argv[2])))
+photon.run("a")
+"""
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+def test_a_zombie_joiner_resumed_after_its_attempt_was_replaced_and_recovered_writes_nothing(
+    ops_photon: OpsPhoton, tmp_path: Path
+) -> None:
+    """Paused after registering and before writing; its attempt replaced and recovered;
+    resumed: 0 duplicates, 0 lost."""
+    ops_photon.generate()
+    settings, store, registry = ops_photon.settings, ops_photon.store, ops_photon.registry
+    stderr = tmp_path / "zombie.err"
+    with stderr.open("wb") as err:
+        zombie = subprocess.Popen(
+            [sys.executable, "-c", _ZOMBIE, str(ops_photon.start_us), str(ops_photon.clock.now_us)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(Path.cwd()),
+                "PHOTON_FAULTS__PAUSE_AFTER_COMMIT_P": "1",
+                "PHOTON_ZOOKEEPER__SESSION_TIMEOUT_S": "4",
+            },
+        )
+    try:
+        _wait_for(lambda: zombie.poll() is not None or _stopped(zombie.pid), "pause")
+        assert zombie.poll() is None, stderr.read_text()
+        attempt = current_attempt(settings, "a")
+        assert attempt is not None
+        held = {c for c, t in registry.registered(0, 2**62).items() if f"/{attempt}/" in t}
+        assert held  # registered by the paused batch, in no output
+        assert not list(store.keys(f"joined/dc=a/{attempt}/"))
+
+        # The operator replaces the attempt (new state); its session ends meanwhile.
+        state = settings.pipeline_dir("a", JOINER)
+        state.rename(tmp_path / "zombie-state")
+        _wait_for(lambda: f"{JOINER}-{attempt}" not in registry.members(), "session end", 30)
+        ops_photon.run("a")  # the new attempt joins the rest; the zombie's ids look joined
+        window = RecoverParams.parse({"lookback_s": 3600, "settle_s": 0}).window()
+        report = recover(settings, store, registry, window, dry_run=False, run="zombie")
+        assert report.fenced == [attempt]
+        assert report.dead == report.reinjected == len(held)
+        assert ops_photon.read_recovery_logs("a") == len(held)
+
+        zombie.send_signal(signal.SIGCONT)  # it goes on to write what it registered
+        assert zombie.wait(timeout=60) != 0
+    finally:
+        if zombie.poll() is None:
+            zombie.send_signal(signal.SIGCONT)
+            zombie.kill()
+            zombie.wait()
+    assert "AttemptFencedError" in stderr.read_text()
+    assert not list(store.keys(f"joined/dc=a/{attempt}/"))
     joined = Counter(r["click_id"] for r in rows_under(store, "joined/"))
     assert ops_photon.manifest is not None
     assert set(joined) == set(ops_photon.manifest.expected_joins)
