@@ -1,10 +1,12 @@
 """``photon_growing_log``: a PySpark streaming data source over a directory of growing logs.
 
-Offsets are per-file byte offsets, ``{"files": {"<name>": <offset>}}``, kept
-by Spark in the query's checkpoint; a restarted query resumes exactly after
-the last committed batch. Each batch's end offsets fall just after a ``\\n``
-(the planning is :meth:`photon.logs.reader.GrowingLogReader.plan`), so a
-partial last line is never read; new files are picked up as they appear, in
+Offsets are per-file byte offsets and the fingerprints of the files' heads,
+``{"files": {"<name>": <offset>}, "heads": {"<name>": <fingerprint>}}``
+(:mod:`photon.logs.reader`), kept by Spark in the query's checkpoint; a
+restarted query resumes exactly after the last committed batch. Each batch's
+end offsets fall just after a ``\\n`` (the planning is
+:meth:`photon.logs.reader.GrowingLogReader.plan`), so a partial last line is
+never read; new files are picked up as they appear, in
 name order; rolled-over files are finished before later ones.
 
 Admission control: ``maxBytesPerTrigger`` and ``maxFilesPerTrigger`` (Spark
@@ -17,8 +19,11 @@ reporting lost bytes has ``raw`` empty, ``offset`` where the loss starts,
 file that shrank below its saved offset (``offset`` its new size) or below a
 planned end, ``file_deleted`` for a file deleted before its planned bytes
 were read, ``torn_line`` for the last line of a file whose writer moved on to
-a later file, with no ``\\n`` (``raw`` holds its bytes). The apps quarantine
-these (``spark_apps.streaming.to_lines``).
+a later file, with no ``\\n`` (``raw`` holds its bytes), ``file_replaced`` for a
+file whose head changed (read again from 0; ``offset`` where the old one was
+read to) and ``file_rotated`` for a known file under a new name (``raw`` its old
+name; read on from ``offset``). The apps quarantine these
+(``spark_apps.streaming.to_lines``).
 
 Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
 finds the batch's range in Spark's offset log and :func:`read_batch` reads
@@ -53,7 +58,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from photon.events.records import QuarantineReason
-from photon.logs.offset_log import logged_offsets
+from photon.logs.offset_log import logged_position
 from photon.logs.reader import GrowingLogReader
 from spark_apps.worker_heap import freeze_once
 
@@ -77,12 +82,19 @@ SCHEMA = from_arrow_schema(ARROW_SCHEMA)
 
 @dataclass
 class FileRange:
-    """Bytes ``[start, end)`` of one file, or (``end < start``) a truncation report."""
+    """Bytes ``[start, end)`` of one file, or (``end < start``) a truncation report.
+
+    ``report`` (``file_replaced`` / ``file_rotated``) comes first as a row of its
+    own at ``report_offset``; ``renamed_from`` is a rotated file's old name.
+    """
 
     directory: str
     file: str
     start: int
     end: int
+    report: str = ""
+    report_offset: int = 0
+    renamed_from: str = ""
 
 
 @dataclass
@@ -156,23 +168,27 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         elif isinstance(limit, ReadMaxFiles):
             max_files = limit.max_files
         reader = GrowingLogReader(Path(self.directory))
-        plan = reader.plan(start.get("files", {}), max_bytes=max_bytes, max_files=max_files)
+        plan = reader.plan(
+            start.get("files", {}),
+            heads=start.get("heads", {}),
+            max_bytes=max_bytes,
+            max_files=max_files,
+        )
         present = set(reader.files())
-        return {"files": {name: o for name, o in plan.offsets.items() if name in present}}
+        return {
+            "files": {name: o for name, o in plan.offsets.items() if name in present},
+            "heads": {name: h for name, h in plan.heads.items() if name in present},
+        }
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[FileRanges]:
-        begin = start.get("files", {})
         groups: list[FileRanges] = []
         size = 0
-        for name, stop in sorted(end.get("files", {}).items()):
-            first = begin.get(name, 0)
-            if stop == first:
-                continue
-            length = max(0, stop - first)
+        for part in file_ranges(self.directory, start, end):
+            length = max(0, part.end - part.start)
             if not groups or size + length > PARTITION_BYTES:
                 groups.append(FileRanges([]))
                 size = 0
-            groups[-1].ranges.append(FileRange(self.directory, name, first, stop))
+            groups[-1].ranges.append(part)
             size += length
         return groups
 
@@ -187,21 +203,56 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         pass
 
 
+def file_ranges(directory: str, start: Offsets, end: Offsets) -> list[FileRange]:
+    """What a batch from ``start`` to ``end`` reads, file by file, as the plan that
+    made ``end`` decided (:meth:`photon.logs.reader.GrowingLogReader.plan`): a file
+    whose head changed is read from 0, a new name holding a known file's head
+    (renamed) from that file's offset."""
+    begin: dict[str, int] = start.get("files", {})
+    begin_heads: dict[str, str] = start.get("heads", {})
+    end_heads: dict[str, str] = end.get("heads", {})
+    names_by_head = {head: name for name, head in begin_heads.items()}
+    moved_to = {  # old name -> the new name its content went to
+        names_by_head[head]: name
+        for name, head in end_heads.items()
+        if name not in begin
+        and head in names_by_head
+        and end_heads.get(names_by_head[head]) != head
+    }
+    renamed = {new: old for old, new in moved_to.items()}
+    ranges: list[FileRange] = []
+    for name, stop in sorted(end.get("files", {}).items()):
+        first = begin.get(name, 0)
+        part = FileRange(directory, name, first, stop)
+        old_head = begin_heads.get(name)
+        if name in begin and old_head is not None and end_heads.get(name) != old_head:
+            part.start = 0  # a new file under this name
+            if name not in moved_to:  # else its old content is read on under its new name
+                part.report, part.report_offset = QuarantineReason.FILE_REPLACED.value, first
+        elif name in renamed:
+            part.start = part.report_offset = begin.get(renamed[name], 0)
+            part.report, part.renamed_from = QuarantineReason.FILE_ROTATED.value, renamed[name]
+        if part.end == part.start and not part.report:
+            continue
+        ranges.append(part)
+    return ranges
+
+
 def batch_offsets(checkpoint: Path, batch_id: int) -> tuple[Offsets, Offsets] | None:
     """Batch ``batch_id``'s (start, end) offsets, from Spark's offset log in ``checkpoint``.
 
     Spark writes ``offsets/<n>`` before it runs batch ``n`` and runs a batch over
     the range from the previous batch's end offsets to its own (``offsets/<n-1>``;
     nothing before batch 0), on its first try and on a replay alike. Each file
-    is read by :func:`photon.logs.offset_log.logged_offsets`. None when the log
+    is read by :func:`photon.logs.offset_log.logged_position`. None when the log
     cannot be read so (another layout): read the batch through Spark.
     """
     try:
-        end = logged_offsets(checkpoint, batch_id)
-        start = logged_offsets(checkpoint, batch_id - 1) if batch_id > 0 else {}
+        end, end_heads = logged_position(checkpoint, batch_id)
+        start, start_heads = logged_position(checkpoint, batch_id - 1) if batch_id > 0 else ({}, {})
     except (OSError, ValueError):
         return None
-    return {"files": start}, {"files": end}
+    return {"files": start, "heads": start_heads}, {"files": end, "heads": end_heads}
 
 
 def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
@@ -219,6 +270,8 @@ def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
 
 def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
     truncated = QuarantineReason.FILE_TRUNCATED.value
+    if part.report:  # replaced or renamed under the reader: said first, then read
+        yield _rows(part.file, [part.report_offset], [part.renamed_from.encode()], 0, part.report)
     if part.end < part.start:  # the file shrank below its saved offset: report, read nothing
         yield _rows(part.file, [part.end], [b""], part.start - part.end, truncated)
         return

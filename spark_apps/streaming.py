@@ -27,7 +27,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.join.runtime import AppParts
-from photon.logs.reader import LogLine, torn_line
+from photon.logs.reader import LogLine, replaced, rotated, torn_line
 from photon.settings import PhotonSettings
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 
@@ -73,7 +73,8 @@ def batch_key(batch_id: int) -> str:
 
 def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
     """A batch's rows (an Arrow table of the source's schema) as lines and the reports of
-    bytes lost (a file truncated, shrunk or deleted under the reader)."""
+    what happened to files under the reader (truncated, shrunk, deleted, replaced or
+    renamed; a torn last line)."""
     lines: list[LogLine] = []
     truncations: list[QuarantineRecord] = []
     columns = zip(
@@ -85,10 +86,16 @@ def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
         strict=True,
     )
     for file, offset, raw, lost_bytes, report in columns:
-        if lost_bytes:
+        if lost_bytes or report:
             reason = QuarantineReason(report or QuarantineReason.FILE_TRUNCATED)
             if reason is QuarantineReason.TORN_LINE:
                 truncations.append(torn_line(file, offset, raw))
+                continue
+            if reason is QuarantineReason.FILE_REPLACED:
+                truncations.append(replaced(file, offset))
+                continue
+            if reason is QuarantineReason.FILE_ROTATED:
+                truncations.append(rotated(file, raw.decode("utf-8", "replace"), offset))
                 continue
             truncations.append(
                 QuarantineRecord(

@@ -42,12 +42,20 @@ class QuarantineReason(StrEnum):
     FILE_TRUNCATED = "file_truncated"
     FILE_DELETED = "file_deleted"
     TORN_LINE = "torn_line"
+    FILE_REPLACED = "file_replaced"
+    FILE_ROTATED = "file_rotated"
 
 
-#: What the log reader reports about a file (bytes gone, a line never finished),
-#: as opposed to what a line's content is wrong with.
+#: What the log reader reports about a file (bytes gone, a line never finished, a
+#: file replaced or renamed under it), as opposed to what a line's content is wrong with.
 FILE_REASONS = frozenset(
-    {QuarantineReason.FILE_TRUNCATED, QuarantineReason.FILE_DELETED, QuarantineReason.TORN_LINE}
+    {
+        QuarantineReason.FILE_TRUNCATED,
+        QuarantineReason.FILE_DELETED,
+        QuarantineReason.TORN_LINE,
+        QuarantineReason.FILE_REPLACED,
+        QuarantineReason.FILE_ROTATED,
+    }
 )
 
 

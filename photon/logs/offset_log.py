@@ -4,8 +4,9 @@ Spark writes ``<checkpoint>/offsets/<n>`` before it runs batch ``n``: ``v1``,
 a line of Spark's metadata, then one line per source with that source's
 offsets. Photon's streams have one source, the growing-log source
 (``spark_apps.growing_log_source``), whose offsets are
-``{"files": {"<name>": <byte offset>}}``. The apps read a batch's range from
-it; the chaos tooling reads how far a joiner has committed.
+``{"files": {"<name>": <byte offset>}, "heads": {"<name>": <fingerprint>}}``.
+The apps read a batch's range from it; the chaos tooling reads how far a
+joiner has committed.
 
 How it fails: :func:`logged_offsets` raises ``OSError`` for an entry that is
 not there and ``ValueError`` for one that is half written or is not one
@@ -20,11 +21,19 @@ from pathlib import Path
 
 def logged_offsets(checkpoint: Path, batch_id: int) -> dict[str, int]:
     """The end offsets Spark logged for batch ``batch_id``: file name to byte offset."""
+    return logged_position(checkpoint, batch_id)[0]
+
+
+def logged_position(checkpoint: Path, batch_id: int) -> tuple[dict[str, int], dict[str, str]]:
+    """The end position Spark logged for batch ``batch_id``: (file name to byte offset,
+    file name to the fingerprint of its head; see :mod:`photon.logs.reader`)."""
     lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
     if len(lines) != 3 or lines[0] != "v1":
         raise ValueError(f"not a one-source v1 offset log entry: {len(lines)} lines")
     try:
-        files = json.loads(lines[2])["files"]
-        return {str(name): int(offset) for name, offset in files.items()}
-    except (KeyError, TypeError, AttributeError) as exc:
+        position = json.loads(lines[2])
+        files = {str(name): int(offset) for name, offset in position["files"].items()}
+        heads = {str(name): str(head) for name, head in position.get("heads", {}).items()}
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"not the growing-log source's offsets: {exc}") from exc
+    return files, heads

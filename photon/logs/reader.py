@@ -19,6 +19,15 @@ How it fails, and what it does instead:
   the complete lines still there, and its lost bytes are reported
   (``file_truncated`` / ``file_deleted``): a read never fails on it, so a
   stream replaying that read does not wedge;
+* a file is known by its name and its *head*, a fingerprint of its first
+  :data:`HEAD_BYTES` bytes (kept beside the offsets, once it has that many). A
+  file whose head changed while it grew again (truncated then regrown past its
+  saved offset, or replaced by a new file of the same name) is a new file: it
+  is read from its start and reported (``file_replaced``, at the old offset;
+  what the old file held past it was never read). A new name whose head is
+  that of a known file that was replaced or went (a rotation: renamed, or
+  copied then truncated) continues that file from its offset, reported as
+  ``file_rotated``, so nothing is read twice or skipped;
 * a torn last line (bytes after the last ``\\n``) of a file whose writer has
   moved on — a later file of the same writer (``<name>.<seq>.log``) exists —
   will never be completed: it is returned as a ``torn_line`` quarantine
@@ -31,6 +40,7 @@ always makes progress (at least one line, if any is complete).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 from collections.abc import Mapping
@@ -41,6 +51,12 @@ from typing import BinaryIO
 from photon.events.records import QuarantineReason, QuarantineRecord
 
 Offsets = dict[str, int]
+#: File name -> fingerprint of its first HEAD_BYTES bytes (files that have them).
+Heads = dict[str, str]
+
+#: How many first bytes of a file its fingerprint covers: less than any log line
+#: with an id, so a file's head is known once its first line was read.
+HEAD_BYTES = 64
 
 _CHUNK_BYTES = 1 << 20
 _WRITER_FILE = re.compile(r"(?P<writer>.+)\.(?P<seq>\d+)\.log")
@@ -99,6 +115,7 @@ class ReadPlan:
     ranges: list[ReadRange]
     offsets: Offsets
     truncations: list[QuarantineRecord] = field(default_factory=list)
+    heads: Heads = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -106,6 +123,7 @@ class ReadResult:
     lines: list[LogLine]
     offsets: Offsets
     truncations: list[QuarantineRecord] = field(default_factory=list)
+    heads: Heads = field(default_factory=dict)
 
     @property
     def bytes_read(self) -> int:
@@ -127,6 +145,7 @@ class GrowingLogReader:
         self,
         start: Mapping[str, int] | None = None,
         *,
+        heads: Mapping[str, str] | None = None,
         max_bytes: int | None = None,
         max_files: int | None = None,
     ) -> ReadPlan:
@@ -137,22 +156,31 @@ class GrowingLogReader:
         rolled-over file, a range of its own that it reports as ``torn``.
         Within ``max_bytes`` a file's range takes lines
         until the budget is used up (the line crossing it included), so every
-        plan makes progress when any complete line is there.
+        plan makes progress when any complete line is there. ``heads`` are the
+        previous plan's (see the module docstring); the plan's own go with it.
         """
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
         if max_files is not None and max_files <= 0:
             raise ValueError(f"max_files must be positive, got {max_files}")
         offsets: Offsets = dict(start or {})
-        plan = ReadPlan(ranges=[], offsets=offsets)
-        consumed = 0
         names = self.files()
+        known: Heads = {n: h for n, h in (heads or {}).items() if n in offsets}
+        plan = ReadPlan(ranges=[], offsets=offsets, heads=dict(known))
+        self._follow_renames(names, offsets, plan)
+        consumed = 0
         rolled_over = _rolled_over(names)
         for name in names:
             offset = offsets.get(name, 0)
             if offset < 0:
                 raise ValueError(f"saved offset {offset} of {name} is negative")
             size = (self.directory / name).stat().st_size
+            if name in plan.heads and size != offset:
+                head = head_of(self.directory / name)
+                if head != plan.heads[name]:  # a new file under the old name: from its start
+                    plan.truncations.append(replaced(name, offset))
+                    del plan.heads[name]
+                    offset = offsets[name] = 0
             if size < offset:
                 plan.truncations.append(
                     QuarantineRecord(
@@ -180,9 +208,37 @@ class GrowingLogReader:
                 plan.ranges.append(ReadRange(name, offset, end))
                 offsets[name] = end
                 consumed += end - offset
+                if name not in plan.heads and end >= HEAD_BYTES:
+                    head = head_of(self.directory / name)
+                    if head is not None:
+                        plan.heads[name] = head
             else:
                 offsets.setdefault(name, offset)
         return plan
+
+    def _follow_renames(self, names: list[str], offsets: Offsets, plan: ReadPlan) -> None:
+        """A new name holding the head of a known file that went or was replaced is
+        that file renamed (rotated): it takes the file's offset and head over."""
+        present = set(names)
+        fresh = [n for n in names if n not in offsets]
+        if not fresh or not plan.heads:
+            return
+        moved: dict[str, str] = {}  # head -> the name it was known by
+        for name, head in plan.heads.items():
+            if name not in present or head_of(self.directory / name) != head:
+                moved[head] = name
+        if not moved:
+            return
+        for name in fresh:
+            fresh_head = head_of(self.directory / name)
+            if fresh_head is not None and fresh_head in moved:
+                old = moved.pop(fresh_head)
+                offsets[name] = offsets[old]
+                plan.heads[name] = fresh_head
+                plan.truncations.append(rotated(name, old, offsets[old]))
+                del plan.heads[old]  # what the old name holds now, if anything, is new
+                if old in present:
+                    offsets[old] = 0
 
     def read_range_available(self, file: str, start: int, end: int) -> AvailableLines:
         """The complete lines of ``[start, end)`` that the file still holds, as two
@@ -206,12 +262,15 @@ class GrowingLogReader:
         self,
         start: Mapping[str, int] | None = None,
         *,
+        heads: Mapping[str, str] | None = None,
         max_bytes: int | None = None,
         max_files: int | None = None,
     ) -> ReadResult:
         """Read the complete lines after ``start``; see the module docstring."""
-        plan = self.plan(start, max_bytes=max_bytes, max_files=max_files)
-        result = ReadResult(lines=[], offsets=plan.offsets, truncations=plan.truncations)
+        plan = self.plan(start, heads=heads, max_bytes=max_bytes, max_files=max_files)
+        result = ReadResult(
+            lines=[], offsets=plan.offsets, truncations=plan.truncations, heads=plan.heads
+        )
         for part in plan.ranges:
             try:
                 got = self.read_range_available(part.file, part.start, part.end)
@@ -226,6 +285,43 @@ class GrowingLogReader:
             elif got.stop < part.end:
                 result.truncations.append(lost_range(part.file, got.stop, part.end, gone=False))
         return result
+
+
+def head_of(path: Path) -> str | None:
+    """The fingerprint of a file's first :data:`HEAD_BYTES` bytes; None while it has
+    fewer, or when it is gone."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(HEAD_BYTES)
+    except FileNotFoundError:
+        return None
+    if len(head) < HEAD_BYTES:
+        return None
+    return hashlib.blake2b(head, digest_size=8).hexdigest()
+
+
+def replaced(file: str, offset: int) -> QuarantineRecord:
+    """The report of a file whose head changed under the reader, read to ``offset``:
+    what the old file held past it was never read; the new one is read from 0."""
+    return QuarantineRecord(
+        file=file,
+        offset=offset,
+        reason=QuarantineReason.FILE_REPLACED,
+        detail=f"the file's first {HEAD_BYTES} bytes changed after {offset} bytes of it were "
+        "read (truncated and written again, or replaced): anything the old file held past "
+        f"{offset} was not read; the new file is read from its start",
+    )
+
+
+def rotated(file: str, old: str, offset: int) -> QuarantineRecord:
+    """The report of ``old`` found again as ``file`` (renamed): read on from ``offset``."""
+    return QuarantineRecord(
+        file=file,
+        offset=offset,
+        reason=QuarantineReason.FILE_ROTATED,
+        detail=f"{old} was renamed {file} (same first {HEAD_BYTES} bytes): read on from "
+        f"{offset}, nothing lost",
+    )
 
 
 def torn_line(file: str, offset: int, raw: bytes) -> QuarantineRecord:

@@ -116,3 +116,40 @@ def test_a_failed_batch_is_replayed_with_the_same_id_and_the_same_lines(
     assert replayed[0] == failed  # same id, same lines: the joiner's replay rests on this
     everything = committed + lines_of(replayed)
     assert [raw for _, _, raw in everything] == [b"line%02d" % n for n in range(8)]
+
+
+def _long(*words: str) -> bytes:
+    """Lines long enough that the first covers a file's head."""
+    return b"".join(b'{"id": "%s", "pad": "%s"}\n' % (w.encode(), b"x" * 60) for w in words)
+
+
+def test_a_file_replaced_and_one_rotated_between_runs_are_read_once_each(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_bytes(_long("a1", "a2"))
+    (logs / "b.log").write_bytes(_long("b1", "b2"))
+    batches: Batches = []
+    run_until(spark, logs, tmp_path / "ck", batches, lambda: len(lines_of(batches)) >= 4)
+    a_end, b_end = len(_long("a1", "a2")), len(_long("b1", "b2"))
+
+    (logs / "a.log").write_bytes(_long("a3", "a4", "a5"))  # truncated and regrown past it
+    with (logs / "b.log").open("ab") as f:
+        f.write(_long("b3"))
+    (logs / "b.log").rename(logs / "b-1.log")  # rotated; its writer starts a new b.log
+    (logs / "b.log").write_bytes(_long("b4"))
+    again: Batches = []
+    run_until(spark, logs, tmp_path / "ck", again, lambda: len(lines_of(again)) >= 7)
+
+    rows = lines_of(again)
+    assert sorted(rows) == sorted(
+        [
+            ("a.log", a_end, b""),  # file_replaced, where the old file was read to
+            *[("a.log", n * len(_long("a3")), raw) for n, raw in
+              enumerate(_long("a3", "a4", "a5").splitlines())],
+            ("b-1.log", b_end, b"b.log"),  # file_rotated: its old name
+            ("b-1.log", b_end, _long("b3").rstrip(b"\n")),
+            ("b.log", 0, _long("b4").rstrip(b"\n")),
+        ]
+    )  # fmt: skip

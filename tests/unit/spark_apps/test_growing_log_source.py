@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -46,7 +48,7 @@ def test_complete_lines_only_with_their_offsets(tmp_path: Path) -> None:
     source = reader(tmp_path)
     start = source.initialOffset()
     end = source.latestOffset(start, ReadAllAvailable())
-    assert end == {"files": {"a.000000.log": 8}}
+    assert end["files"] == {"a.000000.log": 8}
     assert read_all(source, start, end) == [
         ("a.000000.log", 0, b"one", 0, ""),
         ("a.000000.log", 4, b"two", 0, ""),
@@ -72,7 +74,7 @@ def test_read_limits_bound_a_batch_and_the_engine_can_lift_them(tmp_path: Path) 
     small = source.latestOffset(start, source.getDefaultReadLimit())
     assert len(read_all(source, start, small)) == 3
     files = source.latestOffset(start, ReadMaxFiles(1))
-    assert files == {"files": {"a.000000.log": 33}}  # one file, the byte option still holds
+    assert files["files"] == {"a.000000.log": 33}  # one file, the byte option still holds
     everything = source.latestOffset(start, ReadAllAvailable())
     assert len(read_all(source, start, everything)) == 30
 
@@ -86,7 +88,7 @@ def test_a_truncated_file_yields_one_report_and_deleted_files_drop_out(tmp_path:
     path.write_bytes(b"new\n")  # replaced by a shorter file
     (tmp_path / "b.000000.log").unlink()
     end = source.latestOffset(start, ReadAllAvailable())
-    assert end == {"files": {"a.000000.log": 4}}
+    assert end["files"] == {"a.000000.log": 4}
     rows = read_all(source, start, end)
     assert rows == [("a.000000.log", 4, b"", 19, "file_truncated")]
 
@@ -106,7 +108,7 @@ def test_a_file_deleted_after_planning_is_reported_and_its_batch_replays_the_sam
         ("b.000000.log", 0, b"three", 0, ""),
     ]
     assert read_all(source, start, end) == rows  # a replay: the same, no error
-    assert source.latestOffset(end, ReadAllAvailable()) == {"files": {"b.000000.log": 6}}
+    assert source.latestOffset(end, ReadAllAvailable())["files"] == {"b.000000.log": 6}
     lines, reports = to_lines(pa.Table.from_pylist(
         [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
     ))  # fmt: skip
@@ -139,10 +141,10 @@ def test_a_torn_last_line_of_a_rolled_over_file_is_a_row_of_its_own(tmp_path: Pa
     (tmp_path / "w.000000.log").write_bytes(b"one\ntw")
     source = reader(tmp_path)
     start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
-    assert start == {"files": {"w.000000.log": 4}}  # its writer may still finish it
+    assert start["files"] == {"w.000000.log": 4}  # its writer may still finish it
     (tmp_path / "w.000001.log").write_bytes(b"three\n")
     end = source.latestOffset(start, ReadAllAvailable())
-    assert end == {"files": {"w.000000.log": 6, "w.000001.log": 6}}
+    assert end["files"] == {"w.000000.log": 6, "w.000001.log": 6}
     rows = read_all(source, start, end)
     assert rows == [
         ("w.000000.log", 4, b"tw", 2, "torn_line"),
@@ -182,11 +184,17 @@ def test_a_batch_is_one_task_unless_it_is_large(
     assert len(read_all(source, start, end)) == 30
 
 
-def log_offsets(checkpoint: Path, batch_id: int, files: dict[str, int], sources: int = 1) -> None:
+def log_offsets(
+    checkpoint: Path,
+    batch_id: int,
+    files: dict[str, int],
+    sources: int = 1,
+    heads: dict[str, str] | None = None,
+) -> None:
     """An entry of Spark's offset log, as Spark 4 writes it before it runs the batch."""
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
     meta = '{"batchWatermarkMs":0,"batchTimestampMs":1795594296501,"conf":{}}'
-    source = json.dumps({"files": files})
+    source = json.dumps({"files": files} if heads is None else {"files": files, "heads": heads})
     text = "\n".join(["v1", meta, *[source] * sources])
     (checkpoint / "offsets" / str(batch_id)).write_text(text)
 
@@ -199,7 +207,7 @@ def test_a_batch_is_read_over_the_range_spark_logged_for_it(tmp_path: Path) -> N
     log_offsets(checkpoint, 0, {"a.000000.log": 4})
     log_offsets(checkpoint, 1, {"a.000000.log": 14, "b.000000.log": 5})
     first = batch_offsets(checkpoint, 0)
-    assert first == ({"files": {}}, {"files": {"a.000000.log": 4}})
+    assert first == ({"files": {}, "heads": {}}, {"files": {"a.000000.log": 4}, "heads": {}})
     second = batch_offsets(checkpoint, 1)
     assert second is not None
     rows = read_batch(logs, *second).to_pylist()
@@ -223,3 +231,76 @@ def test_an_offset_log_that_does_not_read_as_one_source_reads_as_none(tmp_path: 
     assert batch_offsets(tmp_path, 2) is None
     log_offsets(tmp_path, 3, {"a.000000.log": 12})
     assert batch_offsets(tmp_path, 3) is None  # its start, batch 2's end, does not read
+
+
+def _lines(*words: str) -> bytes:
+    """Log lines long enough that one covers a file's head."""
+    return b"".join(f'{{"click_id": "{w}", "pad": "{"x" * 60}"}}\n'.encode() for w in words)
+
+
+def _batch_through_offset_log(
+    tmp_path: Path, logs: Path, start: dict[str, Any], end: dict[str, Any]
+) -> list[tuple[str, int, bytes, int, str]]:
+    """The driver's read of the batch (start, end] from an offset log Spark would write."""
+    checkpoint = tmp_path / "checkpoint"
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    log_offsets(checkpoint, 0, start["files"], heads=start["heads"])
+    log_offsets(checkpoint, 1, end["files"], heads=end["heads"])
+    offsets = batch_offsets(checkpoint, 1)
+    assert offsets is not None
+    return [tuple(r.values()) for r in read_batch(logs, *offsets).to_pylist()]
+
+
+def test_a_file_replaced_past_its_offset_is_read_from_its_start_after_a_report_row(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    path = logs / "a.000000.log"
+    path.write_bytes(_lines("1", "2"))
+    source = reader(logs)
+    start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
+    assert set(start["heads"]) == {"a.000000.log"}
+    old = start["files"]["a.000000.log"]
+    path.write_bytes(_lines("3", "4", "5"))  # truncated, then regrown past the offset
+
+    end = source.latestOffset(start, ReadAllAvailable())
+    rows = read_all(source, start, end)
+
+    assert rows[0] == ("a.000000.log", old, b"", 0, "file_replaced")
+    assert [r[2] for r in rows[1:]] == _lines("3", "4", "5").splitlines() and rows[1][1] == 0
+    assert _batch_through_offset_log(tmp_path, logs, start, end) == rows
+    lines, [report] = to_lines(pa.Table.from_pylist(
+        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+    ))  # fmt: skip
+    assert len(lines) == 3 and (report.reason, report.offset) == ("file_replaced", old)
+    assert read_all(source, end, source.latestOffset(end, ReadAllAvailable())) == []
+
+
+def test_a_rotated_file_is_read_on_from_its_offset_under_its_new_name(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    path = logs / "a.log"
+    path.write_bytes(_lines("1", "2"))
+    source = reader(logs)
+    start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
+    old = start["files"]["a.log"]
+    with path.open("ab") as f:
+        f.write(_lines("3"))
+    path.rename(logs / "a-1.log")
+    path.write_bytes(_lines("4"))  # the writer's new file, under the old name
+
+    end = source.latestOffset(start, ReadAllAvailable())
+    rows = read_all(source, start, end)
+
+    assert rows == [
+        ("a-1.log", old, b"a.log", 0, "file_rotated"),
+        ("a-1.log", old, _lines("3").rstrip(b"\n"), 0, ""),
+        ("a.log", 0, _lines("4").rstrip(b"\n"), 0, ""),
+    ]
+    assert _batch_through_offset_log(tmp_path, logs, start, end) == rows
+    _, [report] = to_lines(pa.Table.from_pylist(
+        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+    ))  # fmt: skip
+    assert report.reason == "file_rotated" and "a.log was renamed a-1.log" in report.detail
+    assert read_all(source, end, source.latestOffset(end, ReadAllAvailable())) == []

@@ -270,3 +270,68 @@ def test_a_torn_last_line_is_quarantined_once_its_writer_has_moved_to_a_later_fi
     )
     assert second.offsets["w.000000.log"] == 6
     assert reader.read(second.offsets).truncations == []  # once
+
+
+def _lines(*words: str) -> bytes:
+    """Log lines long enough that one covers a file's head (HEAD_BYTES)."""
+    return b"".join(
+        f'{{"query_id": "10.0.0.1:1:{w}", "pad": "{"x" * 60}"}}\n'.encode() for w in words
+    )
+
+
+def test_a_file_truncated_then_regrown_past_its_offset_is_read_again_from_its_start(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.000000.log"
+    path.write_bytes(_lines("1", "2"))
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read({})
+    assert len(first.lines) == 2 and set(first.heads) == {"a.000000.log"}
+    old_offset = first.offsets["a.000000.log"]
+    path.write_bytes(_lines("3", "4", "5"))  # truncated and written again, past the offset
+    assert path.stat().st_size > old_offset
+
+    second = reader.read(first.offsets, heads=first.heads)
+
+    assert [line.raw for line in second.lines] == _lines("3", "4", "5").splitlines()
+    assert second.lines[0].offset == 0
+    [report] = second.truncations
+    assert (report.file, report.offset, report.reason) == (
+        "a.000000.log",
+        old_offset,
+        QuarantineReason.FILE_REPLACED,
+    )
+    third = reader.read(second.offsets, heads=second.heads)
+    assert third.lines == [] and third.truncations == []
+
+
+@pytest.mark.parametrize("how", ["rename", "copy_truncate"])
+def test_a_rotated_file_is_read_on_under_its_new_name_nothing_twice_nothing_lost(
+    tmp_path: Path, how: str
+) -> None:
+    path = tmp_path / "a.log"
+    path.write_bytes(_lines("1", "2"))
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read({})
+    with path.open("ab") as f:
+        f.write(_lines("3"))  # written before the rotation, not read yet
+    if how == "rename":
+        path.rename(tmp_path / "a-1.log")
+    else:
+        shutil.copy(path, tmp_path / "a-1.log")
+        os.truncate(path, 0)
+    with path.open("ab") as f:
+        f.write(_lines("4"))  # the writer goes on in a new a.log
+
+    second = reader.read(first.offsets, heads=first.heads)
+
+    assert sorted(line.raw for line in second.lines) == sorted(_lines("3", "4").splitlines())
+    [report] = second.truncations
+    assert (report.file, report.offset, report.reason) == (
+        "a-1.log",
+        first.offsets["a.log"],
+        QuarantineReason.FILE_ROTATED,
+    )
+    assert "a.log was renamed a-1.log" in report.detail
+    third = reader.read(second.offsets, heads=second.heads)
+    assert third.lines == [] and third.truncations == []
