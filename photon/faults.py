@@ -11,6 +11,14 @@ seeded by ``faults.seed`` (unset: random):
 * ``pause_after_commit_p`` — at the same point the process stops itself
   (SIGSTOP), as a hung or paused joiner would: a zombie that may wake up (SIGCONT)
   after its attempt was replaced and recovered;
+* ``crash_at_step`` — the joiner exits hard the first time a batch with clicks
+  reaches that step boundary (:data:`STEPS`): ``planned`` (its journal entry
+  written), ``looked_up`` (a group's registry lookup done), ``registered`` (a
+  group's commit won ids), ``written`` (a group's output written),
+  ``settled`` (the retry store settled and the batch closed in the journal),
+  ``returned`` (the batch handed back to Spark, which has yet to commit it:
+  the process dies right after). The chaos run arms each in turn, keeping the
+  state, so Spark replays the batch later;
 * ``crash_mid_write_p`` — the process exits hard while an object store write
   is in flight: the object may or may not exist;
 * ``s3_error_p`` — an object store call fails with a connection timeout
@@ -44,6 +52,9 @@ log = structlog.get_logger(__name__)
 #: The exit status of an injected crash (what a SIGKILL'd process reports, 128 + 9).
 CRASH_EXIT_CODE = 137
 
+#: The step boundaries of a joiner batch, in order (``faults.crash_at_step``).
+STEPS = ("planned", "looked_up", "registered", "written", "settled", "returned")
+
 
 def _hard_exit(code: int) -> NoReturn:
     os._exit(code)
@@ -76,6 +87,7 @@ class FaultInjector:
             (
                 s.crash_after_commit_p,
                 s.pause_after_commit_p,
+                s.crash_at_step,
                 s.crash_mid_write_p,
                 s.s3_error_p,
                 s.s3_delay_s,
@@ -98,10 +110,22 @@ class FaultInjector:
         """Called between a batch's registry commit (that won some ids) and its output write."""
         if self._hit(self.settings.crash_after_commit_p):
             self._crash("crash_after_commit", batch=batch)
+        self.at_step("registered", batch)
         if self._hit(self.settings.pause_after_commit_p):
             metrics.FAULTS_INJECTED.labels("pause_after_commit").inc()
             log.warning("fault.pause", kind="pause_after_commit", batch=batch, pid=os.getpid())
             self._pause()
+
+    def at_step(self, step: str, batch: str) -> None:
+        """Called when a batch with clicks reaches ``step`` (one of :data:`STEPS`)."""
+        if step == self.settings.crash_at_step:
+            if step == "returned":  # after the caller returns: Spark has yet to commit
+                context = {"step": step, "batch": batch}
+                threading.Thread(
+                    target=self._crash, args=("crash_at_step",), kwargs=context, daemon=True
+                ).start()
+                return
+            self._crash("crash_at_step", step=step, batch=batch)
 
     def write(self, key: str, put: Callable[[], Any]) -> Any:
         """Run an object store write, or crash while it is in flight."""

@@ -410,6 +410,11 @@ class FaultSettings(_Section):
 
     crash_after_commit_p: Probability = 0.0
     pause_after_commit_p: Probability = 0.0
+    #: The joiner crashes (as kill -9 would) the first time one of its batches with
+    #: clicks reaches this step boundary (photon.faults.STEPS); "" is off.
+    crash_at_step: Literal[
+        "", "planned", "looked_up", "registered", "written", "settled", "returned"
+    ] = ""
     crash_mid_write_p: Probability = 0.0
     s3_error_p: Probability = 0.0
     s3_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0

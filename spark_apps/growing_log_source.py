@@ -22,7 +22,8 @@ were read, ``torn_line`` for the last line of a file whose writer moved on to
 a later file, with no ``\\n`` (``raw`` holds its bytes), ``file_replaced`` for a
 file whose head changed (read again from 0; ``offset`` where the old one was
 read to) and ``file_rotated`` for a known file under a new name (``raw`` its old
-name; read on from ``offset``). The apps quarantine these
+name; read on from ``offset``); ``file_deleted`` with 0 bytes for a file that
+went after ``offset`` bytes of it were read. The apps quarantine these
 (``spark_apps.streaming.to_lines``).
 
 Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
@@ -235,6 +236,10 @@ def file_ranges(directory: str, start: Offsets, end: Offsets) -> list[FileRange]
         if part.end == part.start and not part.report:
             continue
         ranges.append(part)
+    for name, offset in sorted(begin.items()):
+        if name not in end.get("files", {}) and name not in moved_to:  # went: said once
+            deleted = QuarantineReason.FILE_DELETED.value
+            ranges.append(FileRange(directory, name, offset, offset, deleted, offset))
     return ranges
 
 
@@ -270,8 +275,10 @@ def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
 
 def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
     truncated = QuarantineReason.FILE_TRUNCATED.value
-    if part.report:  # replaced or renamed under the reader: said first, then read
+    if part.report:  # replaced, renamed or gone under the reader: said first, then read
         yield _rows(part.file, [part.report_offset], [part.renamed_from.encode()], 0, part.report)
+        if part.report == QuarantineReason.FILE_DELETED.value:
+            return
     if part.end < part.start:  # the file shrank below its saved offset: report, read nothing
         yield _rows(part.file, [part.end], [b""], part.start - part.end, truncated)
         return

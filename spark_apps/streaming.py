@@ -27,7 +27,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.join.runtime import AppParts
-from photon.logs.reader import LogLine, replaced, rotated, torn_line
+from photon.logs.reader import LogLine, replaced, rotated, torn_line, went
 from photon.settings import PhotonSettings
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 
@@ -96,6 +96,9 @@ def to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
                 continue
             if reason is QuarantineReason.FILE_ROTATED:
                 truncations.append(rotated(file, raw.decode("utf-8", "replace"), offset))
+                continue
+            if reason is QuarantineReason.FILE_DELETED and not lost_bytes:
+                truncations.append(went(file, offset))
                 continue
             truncations.append(
                 QuarantineRecord(

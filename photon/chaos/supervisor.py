@@ -10,7 +10,12 @@ faults: ``kill(dc, app)`` (SIGKILL: the app is restarted), ``take_down(dc)``
 crash with a lost disk: ``start(faulty=…)`` runs an app first with a fault
 setting that crashes it, and ``await_crash`` waits for that crash, wipes the
 app's local state, as a lost disk would, and starts it afresh, with the
-apps held back until then (``start(after_crash=…)``).
+apps held back until then (``start(after_crash=…)``). ``await_exit`` waits
+for a faulty run without touching the state, and starts the app again with
+the next fault setting of a chain, or none (a crash at each step of a batch,
+replayed from the same checkpoint). ``rearm`` stops a running app cleanly
+and starts it with a fault setting; ``tree`` lists an app's processes (its
+Spark JVM and Python workers too), for faults that stop some of them.
 
 How it fails: an app that keeps dying is restarted each time (the harness
 reports the restarts); ``stop()`` sends SIGTERM to every app, then SIGKILL
@@ -30,6 +35,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import structlog
 
 from photon.logconfig import FORMAT_ENV
@@ -172,10 +178,64 @@ class Supervisor:
             del self._faulty[(dc, app)]
             for key in [(dc, app), *sorted(self._after_crash)]:
                 if key[0] not in self._down:
-                    self._start(*key)
+                    self._start(*key, extra_env=self._faulty.get(key))
             self._after_crash.clear()
         log.warning("chaos.crash_with_lost_state", dc=dc, app=app, code=code)
         return code
+
+    def await_exit(
+        self, dc: str, app: str, timeout_s: float, then: Mapping[str, str] | None = None
+    ) -> int | None:
+        """Wait for the faulty run of ``app`` to exit, keeping its state; start it again
+        with the fault setting ``then`` (it stays faulty) or, None, as usual. Returns the
+        run's exit status (None: it did not exit in time, and was killed)."""
+        with self._lock:
+            process = self._apps[(dc, app)].process
+        assert process is not None and (dc, app) in self._faulty, f"{app}[{dc}] is not faulty"
+        try:
+            code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            code = None
+        with self._lock:
+            if then is None:
+                del self._faulty[(dc, app)]
+            else:
+                self._faulty[(dc, app)] = then
+            if dc not in self._down:
+                self._start(dc, app, extra_env=then)
+        log.warning("chaos.faulty_run_ended", dc=dc, app=app, code=code, next=dict(then or {}))
+        return code
+
+    def rearm(self, dc: str, app: str, env: Mapping[str, str]) -> None:
+        """Stop ``app`` cleanly (SIGTERM) and start it with the fault setting ``env``: a
+        faulty run, ended with :meth:`await_crash` or :meth:`await_exit`."""
+        with self._lock:
+            entry = self._apps[(dc, app)]
+            self._faulty[(dc, app)] = env
+            process = entry.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        with self._lock:
+            self._start(dc, app, extra_env=env)
+
+    def tree(self, dc: str, app: str) -> list[psutil.Process]:
+        """The app's process and all its descendants (its JVM, its Python workers)."""
+        with self._lock:
+            process = self._apps[(dc, app)].process
+        if process is None or process.poll() is not None:
+            return []
+        try:
+            root = psutil.Process(process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
 
     def crashing(self) -> bool:
         """Whether an app is still on its faulty run."""

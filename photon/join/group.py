@@ -221,6 +221,8 @@ class GroupJoiner:
             pending, out.held = self.hold_for_preferred_dc(pending, now)
         else:  # the driver held the clicks another DC prefers (Joiner._process)
             pending, too_old = self._skip_registered(work.batch, work.clicks, False, out)
+        if work.clicks:
+            self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
         found = self._find_queries(pending, now, work.reader_progress_us, out)
 
         to_register: list[tuple[JoinClick, dict[str, Any]]] = []
@@ -287,6 +289,8 @@ class GroupJoiner:
         if too_old_rows:
             key = self.output.unjoinable(work.part, too_old_rows, too_old=True)
             out.objects.append(key or "")
+        if out.registered and out.latencies_us:  # chaos: a crash after a write it won
+            self.faults.at_step("written", work.batch)
         out.seconds = time.perf_counter() - started
         return out
 

@@ -378,9 +378,14 @@ class Joiner(GroupJoiner):
             # clicks when two DCs run). A replay's groups hold them after the lookup.
             clicks, held = self.hold_for_preferred_dc(clicks, now)
         planned = time.perf_counter()
+        if clicks:
+            self.faults.at_step("planned", batch)  # chaos: a crash with the journal written
         outcomes = self.run_groups(self._split(batch, start, clicks)) if clicks else []
         joined = time.perf_counter()
         self._settle(batch, start, report, outcomes, kept_back, held)
+        if outcomes:  # chaos: a crash once the batch is closed, or handed back to Spark
+            self.faults.at_step("settled", batch)
+            self.faults.at_step("returned", batch)
         report.plan_s = round(planned - started, 3)
         report.groups_s = round(joined - planned, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)

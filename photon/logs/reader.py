@@ -15,6 +15,8 @@ How it fails, and what it does instead:
 * a file shorter than its saved offset was truncated or replaced: the bytes in
   between are gone, so the reader reports a ``file_truncated`` quarantine
   record and continues from the file's present end (never re-reading lines);
+* a file that goes (deleted, or moved out of the directory) is reported once
+  (``file_deleted``, at the offset it was read to) and dropped from the offsets;
 * a file that shrinks or goes between planning a read and reading it gives
   the complete lines still there, and its lost bytes are reported
   (``file_truncated`` / ``file_deleted``): a read never fails on it, so a
@@ -168,6 +170,10 @@ class GrowingLogReader:
         known: Heads = {n: h for n, h in (heads or {}).items() if n in offsets}
         plan = ReadPlan(ranges=[], offsets=offsets, heads=dict(known))
         self._follow_renames(names, offsets, plan)
+        present = set(names)
+        for name in [n for n in offsets if n not in present]:  # went since the last plan
+            plan.truncations.append(went(name, offsets.pop(name)))
+            plan.heads.pop(name, None)
         consumed = 0
         rolled_over = _rolled_over(names)
         for name in names:
@@ -239,6 +245,8 @@ class GrowingLogReader:
                 del plan.heads[old]  # what the old name holds now, if anything, is new
                 if old in present:
                     offsets[old] = 0
+                else:
+                    del offsets[old]  # it went by its new name: no deletion to report
 
     def read_range_available(self, file: str, start: int, end: int) -> AvailableLines:
         """The complete lines of ``[start, end)`` that the file still holds, as two
@@ -321,6 +329,18 @@ def rotated(file: str, old: str, offset: int) -> QuarantineRecord:
         reason=QuarantineReason.FILE_ROTATED,
         detail=f"{old} was renamed {file} (same first {HEAD_BYTES} bytes): read on from "
         f"{offset}, nothing lost",
+    )
+
+
+def went(file: str, offset: int) -> QuarantineRecord:
+    """The report of a file that went (deleted, or moved away) after ``offset`` bytes of
+    it were read: whatever it held past that was not read."""
+    return QuarantineRecord(
+        file=file,
+        offset=offset,
+        reason=QuarantineReason.FILE_DELETED,
+        detail=f"the file went after {offset} bytes of it were read: anything it held "
+        "past that was not read",
     )
 
 

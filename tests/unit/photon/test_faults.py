@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import NoReturn
 
 import pytest
 from botocore.exceptions import ConnectTimeoutError
 
-from photon.faults import CRASH_EXIT_CODE, NO_FAULTS, FaultInjector
+from photon.faults import CRASH_EXIT_CODE, NO_FAULTS, STEPS, FaultInjector
 from photon.settings import FaultSettings, SettingsError, load_settings
 from photon.storage import _transient
 
@@ -28,6 +29,8 @@ def test_no_fault_is_on_by_default() -> None:
     NO_FAULTS.before_s3_call("put_object")
     NO_FAULTS.before_registry_call()
     assert NO_FAULTS.write("k", lambda: "written") == "written"
+    for step in STEPS:
+        NO_FAULTS.at_step(step, "0")
 
 
 def test_a_crash_after_commit_exits_as_a_killed_process_would() -> None:
@@ -35,6 +38,33 @@ def test_a_crash_after_commit_exits_as_a_killed_process_would() -> None:
     with pytest.raises(Crashed) as info:
         faults.after_commit("000000000007")
     assert info.value.args == (CRASH_EXIT_CODE,)
+
+
+@pytest.mark.parametrize("step", [s for s in STEPS if s != "returned"])
+def test_a_crash_at_a_step_strikes_at_that_step_only(step: str) -> None:
+    faults = FaultInjector(FaultSettings.model_validate({"crash_at_step": step}), exit=crash)
+    for other in STEPS:
+        if other not in (step, "returned"):
+            faults.at_step(other, "000000000003")  # no crash
+    with pytest.raises(Crashed) as info:
+        faults.at_step(step, "000000000003")
+    assert info.value.args == (CRASH_EXIT_CODE,)
+
+
+def test_a_crash_once_returned_strikes_after_the_call_returns() -> None:
+    crashed = threading.Event()
+    codes: list[int] = []
+
+    def exit_later(code: int) -> NoReturn:
+        codes.append(code)
+        crashed.set()
+        threading.Event().wait()  # as if the process had gone: this thread ends nowhere
+        raise AssertionError("unreachable")
+
+    faults = FaultInjector(FaultSettings(crash_at_step="returned"), exit=exit_later)
+    faults.at_step("settled", "000000000004")
+    faults.at_step("returned", "000000000004")  # returns: Spark has yet to commit
+    assert crashed.wait(5) and codes == [CRASH_EXIT_CODE]
 
 
 def test_a_crash_mid_write_starts_the_write_then_exits() -> None:

@@ -79,7 +79,7 @@ def test_read_limits_bound_a_batch_and_the_engine_can_lift_them(tmp_path: Path) 
     assert len(read_all(source, start, everything)) == 30
 
 
-def test_a_truncated_file_yields_one_report_and_deleted_files_drop_out(tmp_path: Path) -> None:
+def test_a_truncated_file_yields_one_report_and_a_deleted_one_is_said_once(tmp_path: Path) -> None:
     path = tmp_path / "a.000000.log"
     path.write_bytes(b"first line\nsecond line\n")
     (tmp_path / "b.000000.log").write_bytes(b"x\n")
@@ -90,7 +90,16 @@ def test_a_truncated_file_yields_one_report_and_deleted_files_drop_out(tmp_path:
     end = source.latestOffset(start, ReadAllAvailable())
     assert end["files"] == {"a.000000.log": 4}
     rows = read_all(source, start, end)
-    assert rows == [("a.000000.log", 4, b"", 19, "file_truncated")]
+    assert rows == [
+        ("a.000000.log", 4, b"", 19, "file_truncated"),
+        ("b.000000.log", 2, b"", 0, "file_deleted"),  # went after 2 bytes were read
+    ]
+    _, reports = to_lines(pa.Table.from_pylist(
+        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+    ))  # fmt: skip
+    assert "went after 2 bytes" in reports[1].detail
+    later = source.latestOffset(end, ReadAllAvailable())
+    assert read_all(source, end, later) == []  # once
 
 
 def test_a_file_deleted_after_planning_is_reported_and_its_batch_replays_the_same(

@@ -335,3 +335,19 @@ def test_a_rotated_file_is_read_on_under_its_new_name_nothing_twice_nothing_lost
     assert "a.log was renamed a-1.log" in report.detail
     third = reader.read(second.offsets, heads=second.heads)
     assert third.lines == [] and third.truncations == []
+
+
+def test_a_file_that_went_is_reported_once_at_the_offset_it_was_read_to(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_bytes(b"one\ntwo\n")
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read({})
+    (tmp_path / "a.log").unlink()
+    second = reader.read(first.offsets, heads=first.heads)
+    [report] = second.truncations
+    assert (report.file, report.offset, report.reason) == (
+        "a.log",
+        8,
+        QuarantineReason.FILE_DELETED,
+    )
+    assert "a.log" not in second.offsets
+    assert reader.read(second.offsets, heads=second.heads).truncations == []
