@@ -62,15 +62,17 @@ from typing import Any
 import structlog
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
-from photon.chaos import analysis, charts
+from photon.chaos import analysis, charts, protocol_faults
 from photon.chaos.analysis import CatchUp, Sample
 from photon.chaos.backlog import joiner_backlog
+from photon.chaos.record import FaultRecord
 from photon.chaos.supervisor import Supervisor
-from photon.faults import CRASH_EXIT_CODE
-from photon.gen.model import GenConfig
+from photon.faults import CRASH_EXIT_CODE, STEPS
+from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest
 from photon.join.output import decode, rows_under
-from photon.join.runtime import JOINER, QUERY_READER, current_attempt
+from photon.join.retry import RetryStore
+from photon.join.runtime import JOINER, QUERY_READER, current_attempt, retry_store_path
 from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import verify
@@ -107,12 +109,15 @@ SCHEDULE = {
     "kill_joiner_1": 0.2,
     "dc_outage": 0.27,
     "zookeeper_leader": 0.3,
+    "log_file_faults": 0.35,
     "kill_joiner_2": 0.4,
     "redis_restart": 0.45,
+    "stale_epoch_partition": 0.55,
     "kill_joiner_3": 0.6,
     "s3_unavailable": 0.65,
     "reshard": 0.7,
     "kill_joiner_4": 0.8,
+    "zombie_during_recovery": 0.9,
 }
 _OUTAGE_ENDS_BY = 0.5
 JOINER_KILLS = sum(name.startswith("kill_joiner_") for name in SCHEDULE)
@@ -131,7 +136,16 @@ FAULT_KINDS = (
     "s3_unavailable",
     "reshard",
     "crash_after_commit",
+    "replay_at_every_step",
+    "stale_epoch_partition",
+    "zombie_during_recovery",
+    "gc_during_catch_up",
+    "log_file_faults",
 )
+#: The faults that leave ids registered by a dead attempt and in no output, for recovery.
+_LOSING_FAULTS = ("crash_after_commit", "zombie_during_recovery")
+#: How long one faulty run (a crash to come, a pause) may take before it counts as missed.
+_FAULTY_RUN_TIMEOUT_S = 240.0
 
 #: The bounds docs/chaos.md sets for the returning DC.
 MIN_CATCH_UP_SPEED_X = 5.0
@@ -179,18 +193,6 @@ class ChaosConfig:
 
 
 @dataclass
-class FaultRecord:
-    kind: str
-    target: str
-    at_s: float = 0.0  # since the stream started
-    ended_s: float | None = None
-    affects: list[str] = field(default_factory=list)  # the DCs whose output it stops
-    struck: bool = True  # False: it missed (no process to kill, no crash happened)
-    recovered_s: float | None = None  # from its end until each of them joins again
-    detail: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class ChaosReport:
     clicks_in: int = 0
     expected_joins: int = 0
@@ -209,6 +211,8 @@ class ChaosReport:
     app_starts: dict[str, int] = field(default_factory=dict)
     charts: list[str] = field(default_factory=list)
     timeline: list[Sample] = field(default_factory=list)
+    #: Where every click ended (:func:`accounting`).
+    accounting: dict[str, Any] = field(default_factory=dict)
     joined_per_second: dict[str, dict[int, int]] = field(default_factory=dict)
     stream_held_s: float = 0.0  # while faults waited for pipelines to stream again
     seconds: float = 0.0
@@ -238,6 +242,12 @@ class ChaosReport:
             "zookeeper_node_rejoined": bool(
                 zk and zk.detail.get("mode_after") in ("leader", "follower")
             ),
+            "every_click_accounted_for_once": bool(self.accounting)
+            and self.accounting["unaccounted"] == 0
+            and self.accounting["joined_and_unjoinable"] == 0,
+            "unjoinable_is_the_never_joinable_set": bool(self.accounting)
+            and self.accounting["unjoinable_not_never_joinable"] == 0
+            and self.accounting["never_joinable_not_unjoinable"] == 0,
         }
 
     def to_dict(self, *, with_timeline: bool = False) -> dict[str, Any]:
@@ -371,8 +381,14 @@ def _run(
     step(f"pipelines of {', '.join(settings.dcs)} starting under the supervisor")
     # The other DCs' joiners start once the armed one crashed: the stream's first clicks
     # are its to win, however far behind its query reader runs on a loaded machine.
+    # The first other DC's joiner then starts armed to crash at a batch's first step
+    # boundary, and at each of the next ones in turn (protocol_faults.replay_at_every_step).
+    other = next(dc for dc in settings.dcs if dc != config.outage_dc)
     supervisor.start(
-        faulty={(config.outage_dc, JOINER): _CRASH_AFTER_COMMIT},
+        faulty={
+            (config.outage_dc, JOINER): _CRASH_AFTER_COMMIT,
+            (other, JOINER): protocol_faults.step_env(STEPS[0]),
+        },
         after_crash=[(dc, JOINER) for dc in settings.dcs if dc != config.outage_dc],
     )
     try:
@@ -441,14 +457,17 @@ def _run(
             report.verification_before = before.to_dict()
             recovered = recover(settings, store, registry, window, dry_run=False)
             report.recovered = recovered.reinjected
+            drain = _Sampler(settings, store, config.sample_s, time.monotonic(), 0)
+            drain.start()
+            settle_s = min(config.idle_s, 10.0)
             if recovered.reinjected:
                 # The running pipelines read the recovery logs as input, as in production.
                 step("the pipelines join the recovered clicks")
-                drain = _Sampler(settings, store, config.sample_s, time.monotonic(), 0)
-                drain.start()
-                _wait_idle(drain, min(config.idle_s, 10.0), caught_up=lambda: _caught_up(settings))
-                drain.stop()
-                report.duplicates_seen = max(report.duplicates_seen, drain.duplicates_seen)
+                _wait_idle(drain, settle_s, caught_up=lambda: _caught_up(settings))
+            _after_recovery(settings, store, supervisor, config, report, sampler, start_us, step)
+            _wait_idle(drain, settle_s, caught_up=lambda: _caught_up(settings))
+            drain.stop()
+            report.duplicates_seen = max(report.duplicates_seen, drain.duplicates_seen)
             supervisor.stop()
             after = verify(
                 settings, store, registry, window, run="chaos-after",
@@ -463,11 +482,77 @@ def _run(
         report.joined = len(final_ids)
         report.missing_after_recovery = len(set(manifest.expected_joins) - final_ids)
         report.duplicates_seen = max(report.duplicates_seen, final.duplicates)
+        report.accounting = accounting(settings, store, manifest, final_ids)
     finally:
         supervisor.stop()
         _thaw_s3(stack)
     report.seconds = round(time.monotonic() - started, 1)
     return report
+
+
+def _after_recovery(
+    settings: PhotonSettings,
+    store: ObjectStore,
+    supervisor: Supervisor,
+    config: ChaosConfig,
+    report: ChaosReport,
+    sampler: _Sampler,
+    start_us: int,
+    step: Callable[[str], None],
+) -> None:
+    """The faults whose end comes after recovery: the zombie wakes up (its attempt
+    fenced by then), a DC replays its logs while GC passes the stream's middle, and
+    the log file faults are read back from the quarantine."""
+    zombie = next((f for f in report.faults if f.kind == "zombie_during_recovery"), None)
+    if zombie is not None:
+        step("the zombie joiner wakes up, its attempt fenced by recovery")
+        protocol_faults.resume_zombie(zombie, store)
+    other = next(dc for dc in settings.dcs if dc != config.outage_dc)
+    step(f"DC {other}'s joiner starts afresh and replays its logs while GC passes them")
+    at_s = sampler.since_start()
+    middle_us = start_us + int(config.duration_s / 2 * _US)
+    record = protocol_faults.gc_during_catch_up(
+        settings, supervisor, other, middle_us, sampler.since_start
+    )
+    record.at_s = round(at_s, 1)
+    report.faults.append(record)
+    files = next((f for f in report.faults if f.kind == "log_file_faults"), None)
+    if files is not None:
+        protocol_faults.log_file_reports(files, store)
+
+
+def accounting(
+    settings: PhotonSettings, store: ObjectStore, manifest: Manifest, joined: set[str]
+) -> dict[str, Any]:
+    """Where every distinct click of the run ended: joined, unjoinable, too old (below a
+    GC boundary) or still pending in a retry store. A click joined by one DC may be too
+    old for another that reached it after GC: it counts as joined."""
+    unjoinable = {r["click_id"] for r in rows_under(store, "unjoinable/")}
+    too_old = {r["click_id"] for r in rows_under(store, "too_old/")}
+    pending: set[str] = set()
+    for dc in settings.dcs:
+        path = retry_store_path(settings, dc)
+        if path.exists():
+            retries = RetryStore(path, settings.retry)
+            try:
+                pending.update(retries.click_ids())
+            finally:
+                retries.close()
+    clicks = set(manifest.expected_joins) | set(manifest.never_joinable)
+    accounted = joined | unjoinable | too_old | pending
+    return {
+        "clicks": len(clicks),
+        "joined": len(clicks & joined),
+        "unjoinable": len(clicks & unjoinable - joined),
+        "too_old": len(clicks & too_old - joined - unjoinable),
+        "pending": len(clicks & pending - joined - unjoinable - too_old),
+        "unaccounted": len(clicks - accounted),
+        "joined_and_unjoinable": len(joined & unjoinable),
+        "unjoinable_not_never_joinable": len(unjoinable - set(manifest.never_joinable)),
+        "never_joinable_not_unjoinable": len(
+            set(manifest.never_joinable) - unjoinable - too_old - pending
+        ),
+    }
 
 
 def _inject(
@@ -494,6 +579,13 @@ def _inject(
         "redis_restart": lambda: _restart(stack, "redis", config.restart_after_s, since, every),
         "s3_unavailable": lambda: _freeze_s3(stack, config.s3_freeze_s, since, every),
         "reshard": lambda: _append_epoch(settings, since, every),
+        "log_file_faults": lambda: protocol_faults.log_file_faults(settings, other, since),
+        "stale_epoch_partition": lambda: protocol_faults.stale_epoch_partition(
+            settings, supervisor, other, since
+        ),
+        "zombie_during_recovery": lambda: protocol_faults.zombie_during_recovery(
+            settings, supervisor, clock, down, since, _FAULTY_RUN_TIMEOUT_S
+        ),
     }
     for n, dc in enumerate((down, other, down, other), start=1):
         strikes[f"kill_joiner_{n}"] = _killer(supervisor, dc, since)
@@ -512,6 +604,22 @@ def _inject(
     )
     struck.append((since(), crash, crash_thread))
     crash_thread.start()
+    # Then the other DC's joiner, started armed once that crash came, crashes at every step.
+    steps: list[FaultRecord] = []
+
+    def replay_at_every_step() -> None:
+        crash_thread.join()
+        steps.append(
+            protocol_faults.replay_at_every_step(
+                supervisor, clock, other, since, _FAULTY_RUN_TIMEOUT_S
+            )
+        )
+
+    steps_thread = threading.Thread(
+        target=replay_at_every_step, name="fault replay_at_every_step", daemon=True
+    )
+    struck.append((since(), steps, steps_thread))
+    steps_thread.start()
     late_s = 0.0  # how long faults waited for pipelines to stream again: the rest shift
     for name, share in scheduled(config):
         time.sleep(max(0.0, share * config.duration_s + late_s - since()))
@@ -822,7 +930,8 @@ def _held_by_crashed_attempt(
     crashed = {
         str(r.detail["lost_tokens"])
         for r in report.faults
-        if r.kind == "crash_after_commit" and r.detail.get("lost_tokens")
+        if r.kind in ("crash_after_commit", "zombie_during_recovery")
+        and r.detail.get("lost_tokens")
     }
     if not crashed or not missing:
         return 0

@@ -225,6 +225,26 @@ class Supervisor:
         with self._lock:
             self._start(dc, app, extra_env=env)
 
+    def restart_afresh(self, dc: str, app: str) -> None:
+        """Stop ``app`` cleanly (SIGTERM), wipe its local state and start it again: a new
+        attempt, which reads its logs from their start."""
+        with self._lock:
+            entry = self._apps[(dc, app)]
+            self._faulty[(dc, app)] = {}  # not restarted by the watcher meanwhile
+            process = entry.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        with self._lock:
+            shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
+            del self._faulty[(dc, app)]
+            self._start(dc, app)
+        log.warning("chaos.restarted_afresh", dc=dc, app=app)
+
     def tree(self, dc: str, app: str) -> list[psutil.Process]:
         """The app's process and all its descendants (its JVM, its Python workers)."""
         with self._lock:
