@@ -128,12 +128,16 @@ def stale_epoch_partition(
         return FaultRecord("stale_epoch_partition", f"joiner[{dc}]", struck=False,
                            detail={"why": "no joiner running"})  # fmt: skip
     member = f"{JOINER}-{attempt}"
+    with connect_registry(settings) as registry:
+        announced = member in registry.members()
     for process in processes:
         process.suspend()
+    frozen_at = time.monotonic()
     try:
         with connect_registry(settings) as registry:
-            session_ended = _wait(lambda: member not in registry.members(),
-                                  3 * settings.zookeeper.session_timeout_s + 10)  # fmt: skip
+            longest_s = 3 * settings.zookeeper.session_timeout_s + 10
+            session_ended = announced and _wait(lambda: member not in registry.members(), longest_s)
+            session_s = round(time.monotonic() - frozen_at, 1)
             before = registry.sharding()
             after = registry.append_epoch(
                 before.epochs[-1].shards + 1, max_skew_s=settings.shards.max_clock_skew_s
@@ -152,7 +156,9 @@ def stale_epoch_partition(
         struck=session_ended and started,
         detail={
             "frozen_processes": len(processes),
+            "announced": announced,
             "session_ended": session_ended,
+            "session_ended_after_s": session_s,
             "config_version_before": before.version,
             "config_version_after": after.version,
             "shards": f"{before.epochs[-1].shards} -> {after.epochs[-1].shards}",

@@ -67,12 +67,15 @@ def chaos(
     keep: Annotated[bool, typer.Option(help="Keep the run's registry root, bucket, keys.")] = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Join a live two-DC stream while joiners, a DC, ZooKeeper, Redis and S3 fail; report.
+    """Join a live two-DC stream while joiners, a DC, ZooKeeper, Redis, S3 and log files
+    fail, a batch crashes at every step, a zombie joiner wakes after recovery and GC
+    passes a replay; report.
 
     Exits 1 unless every check holds (no duplicate, nothing missing after
-    recovery, every fault struck, the crash's loss confined and restored, the
-    returning DC's catch-up >= 5x real time with <= 10% wasted joins, joining
-    on with a ZooKeeper node down and the node back in the ensemble).
+    recovery, every fault struck, the crash's and the zombie's loss confined and
+    restored, the returning DC's catch-up >= 5x real time with <= 10% wasted
+    joins, joining on with a ZooKeeper node down and the node back in the
+    ensemble, every click accounted for once, unjoinable = never joinable).
     """
     from photon.chaos.harness import ChaosConfig, run_chaos
 

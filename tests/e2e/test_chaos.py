@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from photon.chaos.harness import FAULT_KINDS
+from photon.faults import STEPS
 from tests.conftest import stack_env
 from tests.e2e.test_photon_command import run
 
@@ -21,7 +22,7 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
     try:
         run(env, "up")
         result = run(
-            env, "chaos", "--queries", "20000", "--rate", "400", "--outage-s", "10",
+            env, "chaos", "--queries", "32000", "--rate", "400", "--outage-s", "18",
             "--restart-after-s", "8", "--settle-s", "10", "--joiner-kills", "2",
             "--report-dir", str(reports), "--json",
             check=False, timeout_s=840,
@@ -42,6 +43,8 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
         "crash_loss_confined_and_restored",
         "joining_went_on_with_a_zookeeper_node_down",
         "zookeeper_node_rejoined",
+        "every_click_accounted_for_once",
+        "unjoinable_is_the_never_joinable_set",
     ):
         assert checks[check], (check, missed, report["stream_held_s"], report["faults"])
     assert report["duplicates_seen"] == 0 and report["samples"] > 10
@@ -64,6 +67,16 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
     assert all(f["struck"] and f["detail"]["pid"] for f in kills)  # each hit a running joiner
     # every DC a fault stopped works again (joins, or reads its logs when all was joined)
     assert all(f["recovered_s"] is not None for f in report["faults"] if f["affects"])
+    steps = next(f for f in report["faults"] if f["kind"] == "replay_at_every_step")
+    assert steps["detail"]["crashed_at"] == list(STEPS)
+    zombie = next(f for f in report["faults"] if f["kind"] == "zombie_during_recovery")
+    assert zombie["detail"]["exited"] and zombie["detail"]["written_after_waking"] == []
+    files = next(f for f in report["faults"] if f["kind"] == "log_file_faults")
+    reasons = {"file_truncated", "file_replaced", "file_rotated", "file_deleted", "torn_line"}
+    assert set(files["detail"]["reported"]) >= reasons
+    stale = next(f for f in report["faults"] if f["kind"] == "stale_epoch_partition")
+    assert stale["detail"]["announced"] and stale["detail"]["session_ended"]
+    assert report["accounting"]["unaccounted"] == 0
     zk = next(f for f in report["faults"] if f["kind"] == "zookeeper_leader")
     assert zk["detail"]["joined_while_down"] > 0
     assert zk["detail"]["mode_after"] in ("follower", "leader")
