@@ -931,10 +931,24 @@ class IdRegistry:
         self._member = (name, dict(info))
         self._call(self._zk.ensure_path, f"{self.root}/members")
         path = self._member_path(name)
-        try:
-            self._call(self._zk.create, path, self._member_data(), ephemeral=True)
-        except NodeExistsError:  # our own node from before a reconnect, or a stale session's
-            self._call(self._zk.set, path, self._member_data())
+        for _ in range(self._limits.max_tries + 1):
+            try:
+                self._call(self._zk.create, path, self._member_data(), ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                _, stat = self._call(self._zk.get, path)
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == self._zk.client_id[0]:  # ours, from before a retry
+                self._call(self._zk.set, path, self._member_data())
+                return
+            # A session that has not ended yet holds it: the process this one restarts,
+            # killed moments ago. Its node would go with that session, and ours with it.
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self._call(self._zk.delete, path, version=stat.version)
+        raise RegistryUnavailableError(f"could not announce {name}: its node kept coming back")
 
     def members(self) -> dict[str, dict[str, Any]]:
         """The announced clients that are connected now, with what they said."""

@@ -385,3 +385,18 @@ def test_members_announce_the_config_version_they_use_and_leave_with_their_sessi
         pipeline.announce("a/b", {})
     pipeline.close()
     assert operator.members() == {}  # ephemeral: gone with the session
+
+
+def test_a_restarted_pipeline_stays_announced_after_its_old_session_ends(
+    connect: Connect,
+) -> None:
+    """Restarted at once (kill -9), a pipeline finds its old session's node still there:
+    the node must become the new session's, not go when the old session ends."""
+    killed, restarted, operator = connect(), connect(), connect()
+    killed.announce("joiner-a-1234", {"pid": 1})
+    restarted.announce("joiner-a-1234", {"pid": 2})
+    assert operator.members()["joiner-a-1234"]["pid"] == 2
+    killed.close()  # the old session ends
+    assert operator.members()["joiner-a-1234"]["pid"] == 2
+    restarted.announce("joiner-a-1234", {"pid": 2})  # announcing again: still its own
+    assert operator.members()["joiner-a-1234"]["pid"] == 2
