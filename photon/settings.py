@@ -18,6 +18,7 @@ import ipaddress
 import json
 import os
 import re
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -592,6 +593,17 @@ def _unknown_env_vars() -> list[str]:
     return unknown
 
 
+def _check_toml(config_file: Path) -> None:
+    """Raise :class:`SettingsError` naming the file, line and column of a TOML syntax
+    error (the settings sources would say only the line and column)."""
+    try:
+        tomllib.loads(config_file.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"config file {config_file} is not UTF-8 text: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {config_file} is not valid TOML: {exc}") from None
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> PhotonSettings:
     """Build the settings from every layer; raise :class:`SettingsError` on bad values.
 
@@ -601,6 +613,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> PhotonSe
         config_file = Path(os.environ[CONFIG_ENV_VAR])
     if config_file is not None and not config_file.is_file():
         raise SettingsError(f"config file {config_file} does not exist")
+    if config_file is not None:
+        _check_toml(config_file)
     unknown = _unknown_env_vars()
     if unknown:
         raise SettingsError(

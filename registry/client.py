@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -253,6 +254,14 @@ class IdRegistry:
         that user only, and this client authenticates with it.
         """
         limits = retry or RetryLimits()
+        host_list = hosts.split(",") if isinstance(hosts, str) else list(hosts)
+        if not any_listening(host_list, timeout_s=min(2.0, connect_timeout_s)):
+            # Nothing to wait for: kazoo would retry (and log each refusal) until the timeout.
+            raise RegistryUnavailableError(
+                f"no ZooKeeper server of {', '.join(host_list)} accepts connections "
+                "(refused or unreachable): is the ensemble up? (`photon up` starts the "
+                "local one; settings zookeeper.hosts)"
+            )
         acl = None
         auth_data = None
         if auth is not None:
@@ -1041,6 +1050,22 @@ class IdRegistry:
             if time.monotonic() > deadline:
                 raise RegistryUnavailableError("the ZooKeeper connection did not come back in time")
             time.sleep(0.05)
+
+
+def any_listening(hosts: Sequence[str], *, timeout_s: float) -> bool:
+    """Whether any of ``hosts`` (``host[:port]``, the last may carry kazoo's
+    ``/chroot``) accepts a TCP connection within ``timeout_s``."""
+    for entry in hosts:
+        address = entry.strip().split("/", 1)[0]
+        host, port = address, "2181"
+        if address.count(":") == 1 or "]:" in address:  # host:port, [v6]:port
+            host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

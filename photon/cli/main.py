@@ -89,6 +89,22 @@ USER_ERRORS = (
 )
 
 
+#: The ``gen`` flag of each field of the generator's config, to name it in an error.
+GEN_FLAGS = {
+    "seed": "--seed",
+    "start_us": "--start",
+    "queries": "--queries",
+    "query_rate": "--rate",
+    "ctr": "--ctr",
+    "orphan_click_fraction": "--orphan-fraction",
+    "delayed_query_fraction": "--delayed-fraction",
+    "duplicate_click_fraction": "--duplicate-fraction",
+    "malformed_fraction": "--malformed-fraction",
+    "outage_duration_s": "--outage-s",
+    "rollover_bytes": "--rollover-bytes",
+}
+
+
 class GenMode(StrEnum):
     BURST = "burst"
     LIVE = "live"
@@ -287,7 +303,11 @@ def gen(
             rollover_bytes=rollover_bytes,
         )
     except ValidationError as exc:
-        raise typer.BadParameter(_first_error(exc)) from None
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        raise typer.BadParameter(
+            str(error["msg"]), param_hint=GEN_FLAGS.get(field, field or None)
+        ) from None
     logs_root = settings.logs_root
     if clean:
         for dc in settings.dcs:
@@ -336,12 +356,6 @@ def gen(
     for dc, row in summary["dcs"].items():  # type: ignore[attr-defined]
         table.add_row(dc, *(str(v) for v in row.values()))
     out.print(table)
-
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"])
-    return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
 # -- logs ----------------------------------------------------------------------
@@ -559,10 +573,42 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
+#: The root command's options, which every command takes (``photon status --config f``).
+GLOBAL_OPTIONS = {"--config": True, "-c": True, "--log-level": True}
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """``args`` with the root command's options moved before the first command name, so
+    that they may be given after it too (click takes a group's options only before)."""
+    hoisted: list[str] = []
+    rest: list[str] = []
+    seen_command = False
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        name = arg.split("=", 1)[0]
+        if arg == "--":
+            rest += args[index:]
+            break
+        if seen_command and name in GLOBAL_OPTIONS:
+            if "=" in arg or index + 1 >= len(args):
+                hoisted.append(arg)
+            else:
+                hoisted += [arg, args[index + 1]]
+                index += 1
+        else:
+            if not arg.startswith("-") and not seen_command:
+                previous = args[index - 1] if index else ""
+                seen_command = previous not in GLOBAL_OPTIONS  # not the value of --config
+            rest.append(arg)
+        index += 1
+    return hoisted + rest
+
+
 def main() -> None:
     """Console-script entry point: user errors become one message and exit status 2."""
     try:
-        app()
+        app(args=hoist_global_options(sys.argv[1:]))
     except USER_ERRORS as exc:
         err.print(f"[bold red]error:[/] {exc}")
         sys.exit(2)

@@ -14,7 +14,7 @@ from rich.live import Live
 
 from photon.cli.common import JsonOption, out, print_json, settings_of
 from photon.observe.dashboard import render
-from photon.observe.status import collect
+from photon.observe.status import RegistryProbe, collect
 
 
 def status(
@@ -34,10 +34,12 @@ def status(
     """Every DC's pipelines, the registry and the cache, live (Ctrl-C to leave); exit 1 with
     --json or --once when something needs attention."""
     settings = settings_of(ctx)
-    first = collect(settings)
+    probe = RegistryProbe(settings)  # one registry session for every snapshot
+    first = collect(settings, probe=probe)
     if json_out or once:
         time.sleep(interval)  # a rate needs two snapshots
-        snapshot = collect(settings, first)
+        snapshot = collect(settings, first, probe=probe)
+        probe.close()
         if json_out:
             print_json(snapshot.to_dict())
         else:
@@ -59,5 +61,5 @@ def status(
         signal.signal(signal.SIGINT, leave)
         while True:
             time.sleep(interval)
-            snapshot = collect(settings, snapshot)
+            snapshot = collect(settings, snapshot, probe=probe)
             live.update(render(snapshot))

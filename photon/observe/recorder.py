@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from photon.observe.status import Snapshot, collect, scrape_apps
+from photon.observe.status import RegistryProbe, Snapshot, collect, scrape_apps
 from photon.settings import PhotonSettings
 
 log = structlog.get_logger(__name__)
@@ -45,6 +45,7 @@ class MetricsRecorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-recorder", daemon=True)
         self._previous: Snapshot | None = None
+        self._probe = RegistryProbe(settings)  # one registry session for the whole run
 
     def __enter__(self) -> MetricsRecorder:
         self.start()
@@ -67,6 +68,7 @@ class MetricsRecorder:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=60)
+        self._probe.close()
 
     def _run(self) -> None:
         while True:
@@ -90,7 +92,7 @@ class MetricsRecorder:
             for (dc, app), page in pages.items()
             if page is not None
         }
-        snapshot = collect(settings, self._previous, pages)
+        snapshot = collect(settings, self._previous, pages, self._probe)
         self._previous = snapshot
         line = json.dumps({"t": time.time(), "apps": apps, "status": snapshot.to_dict()})
         with self.path.open("a") as f:

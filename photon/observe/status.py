@@ -20,9 +20,10 @@ an ``error``), because a dashboard that raises at 3 a.m. shows nothing.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -31,6 +32,9 @@ from photon.join.runtime import JOINER, QUERY_READER
 from photon.observe.prom import Scrape, scrape
 from photon.settings import PhotonSettings
 from photon.stack.zookeeper import ensemble_healthy, four_letter_word, srvr_mode
+
+if TYPE_CHECKING:
+    from registry import IdRegistry
 
 APPS = (QUERY_READER, JOINER)
 
@@ -137,15 +141,24 @@ def scrape_apps(settings: PhotonSettings) -> Pages:
 
 
 def collect(
-    settings: PhotonSettings, previous: Snapshot | None = None, pages: Pages | None = None
+    settings: PhotonSettings,
+    previous: Snapshot | None = None,
+    pages: Pages | None = None,
+    probe: RegistryProbe | None = None,
 ) -> Snapshot:
-    """A snapshot; ``pages``: the apps' endpoints when the caller scraped them already."""
+    """A snapshot; ``pages``: the apps' endpoints when the caller scraped them already;
+    ``probe``: a registry connection kept across snapshots (else one for this one)."""
     now = time.time()
     pages = scrape_apps(settings) if pages is None else pages
     dcs = {dc: _dc_status(settings, dc, now, previous, pages) for dc in settings.dcs}
     hits = sum(d.cache_hits for d in dcs.values())
     misses = sum(d.cache_misses for d in dcs.values())
-    return Snapshot(now, dcs, _registry_status(settings), _cache_status(settings, hits, misses))
+    if probe is None:
+        with RegistryProbe(settings) as once:
+            registry = once.status()
+    else:
+        registry = probe.status()
+    return Snapshot(now, dcs, registry, _cache_status(settings, hits, misses))
 
 
 def _dc_status(
@@ -205,36 +218,64 @@ def _zk_node(host_port: str) -> ZkNode:
     return ZkNode(host_port, mode, znodes)
 
 
-def _registry_status(settings: PhotonSettings) -> RegistryStatus:
-    from photon.registry_access import connect_registry  # kazoo: only when asked
+class RegistryProbe:
+    """The registry's state for snapshot after snapshot, over one connection.
 
-    status = RegistryStatus(nodes=[_zk_node(h) for h in settings.zk_hosts])
-    if not any(n.mode in ("leader", "follower", "standalone") for n in status.nodes):
-        status.error = "no ZooKeeper node serves"
+    The dashboard and the run recorder take a snapshot every few seconds: a
+    connection each time cost a ZooKeeper session each, and a line in the log.
+    The connection is made on the first snapshot that finds a node serving and
+    made again after an error; ``close()`` ends it.
+    """
+
+    def __init__(self, settings: PhotonSettings) -> None:
+        self.settings = settings
+        self._registry: IdRegistry | None = None
+
+    def __enter__(self) -> RegistryProbe:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._registry is not None:
+            with contextlib.suppress(Exception):
+                self._registry.close()
+            self._registry = None
+
+    def status(self) -> RegistryStatus:
+        from photon.registry_access import connect_registry  # kazoo: only when asked
+
+        settings = self.settings
+        status = RegistryStatus(nodes=[_zk_node(h) for h in settings.zk_hosts])
+        if not any(n.mode in ("leader", "follower", "standalone") for n in status.nodes):
+            status.error = f"no ZooKeeper node of {', '.join(settings.zk_hosts)} serves"
+            self.close()
+            return status
+        if self._registry is None:
+            try:
+                self._registry = connect_registry(settings)
+            except Exception as exc:
+                status.error = f"cannot connect to ZooKeeper: {exc}"
+                return status
+        registry = self._registry
+        try:
+            config = registry.sharding()
+            status.epochs = [{"start_us": e.start_us, "shards": e.shards} for e in config.epochs]
+            status.shards = [
+                {
+                    "shard": s.shard,
+                    "ids": s.ids,
+                    "gc_boundary_us": s.gc_boundary_us,
+                    "buckets": s.buckets,
+                }
+                for s in registry.shard_stats()
+            ]
+            status.ids = sum(s["ids"] for s in status.shards)
+        except Exception as exc:
+            status.error = f"ZooKeeper: {exc}"
+            self.close()  # connected again next time
         return status
-    try:
-        registry = connect_registry(settings)
-    except Exception as exc:
-        status.error = f"cannot connect: {exc}"
-        return status
-    try:
-        config = registry.sharding()
-        status.epochs = [{"start_us": e.start_us, "shards": e.shards} for e in config.epochs]
-        status.shards = [
-            {
-                "shard": s.shard,
-                "ids": s.ids,
-                "gc_boundary_us": s.gc_boundary_us,
-                "buckets": s.buckets,
-            }
-            for s in registry.shard_stats()
-        ]
-        status.ids = sum(s["ids"] for s in status.shards)
-    except Exception as exc:
-        status.error = str(exc)
-    finally:
-        registry.close()
-    return status
 
 
 def _cache_status(settings: PhotonSettings, hits: int, misses: int) -> CacheStatus:
@@ -244,7 +285,8 @@ def _cache_status(settings: PhotonSettings, hits: int, misses: int) -> CacheStat
         memory = client.info("memory")
         keys = int(client.dbsize())
     except redis.RedisError as exc:
-        return CacheStatus(ratio, None, None, None, error=str(exc))
+        where = settings.redis_url.rsplit("@", 1)[-1].removeprefix("redis://")  # no password
+        return CacheStatus(ratio, None, None, None, error=f"Redis at {where}: {exc}")
     finally:
         client.close()
     return CacheStatus(

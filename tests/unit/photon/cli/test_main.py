@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from photon.cli.main import app, parse_start
+from photon.cli.main import app, hoist_global_options, main, parse_start
+from photon.settings import SettingsError, load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -93,3 +95,54 @@ def test_status_without_a_stack_says_so_and_fails() -> None:
     result = runner.invoke(app, ["stack", "status", "--json"])
     assert result.exit_code == 1
     assert json.loads(result.stdout)["healthy"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["gen", "--rate", "-1"], "--rate"),
+        (["gen", "--orphan-fraction", "2"], "--orphan-fraction"),
+        (["gen", "--outage-s", "-5"], "--outage-s"),
+    ],
+)
+def test_a_bad_gen_value_names_its_flag(args: list[str], flag: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert f"Invalid value for {flag}:" in result.output
+    assert "query_rate" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "hoisted"),
+    [
+        (["status", "--config", "f.toml"], ["--config", "f.toml", "status"]),
+        (["settings", "show", "-c", "f.toml"], ["-c", "f.toml", "settings", "show"]),
+        (["--config", "f.toml", "status"], ["--config", "f.toml", "status"]),
+        (["status", "--log-level=debug", "--json"], ["--log-level=debug", "status", "--json"]),
+        (["--config", "status", "status"], ["--config", "status", "status"]),  # a file "status"
+        (["logs", "scan", "--", "--config"], ["logs", "scan", "--", "--config"]),
+    ],
+)
+def test_the_root_options_may_follow_the_command(argv: list[str], hoisted: list[str]) -> None:
+    assert hoist_global_options(argv) == hoisted
+
+
+def test_every_command_takes_config_after_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "photon.toml"
+    config.write_text('[zookeeper]\nroot = "/from-the-file"\n')
+    monkeypatch.setattr(sys, "argv", ["photon", "settings", "show", "--config", str(config)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code in (0, None)
+    assert json.loads(capsys.readouterr().out)["zookeeper"]["root"] == "/from-the-file"
+
+
+def test_a_toml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text('[zookeeper\nroot = "/x"\n')
+    with pytest.raises(SettingsError, match=r"broken\.toml is not valid TOML: .*line 1"):
+        load_settings(config)
+    result = runner.invoke(app, ["--config", str(config), "settings", "show"])
+    assert result.exit_code != 0
