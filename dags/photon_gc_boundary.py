@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from airflow.sdk import DAG
 
-from dags._common import DEFAULT_ARGS, START, params_of
+from dags._common import DAG_ARGS, DEFAULT_ARGS, START, params_of
 from photon.ops.params import GcParams
 from plugins.operators.photon import GcBoundaryOperator
 
@@ -17,6 +17,7 @@ with DAG(
     start_date=START,
     catchup=False,
     max_active_runs=1,
+    **DAG_ARGS,
     default_args=DEFAULT_ARGS,
     tags=["photon", "registry", "gc"],
     params=params_of(GcParams),

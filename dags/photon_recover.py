@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
-from dags._common import DEFAULT_ARGS, START, params_of
+from dags._common import DAG_ARGS, DEFAULT_ARGS, START, params_of
 from photon.ops.params import RecoverParams
 from plugins.operators.photon import RecoverOperator
 
@@ -15,6 +15,7 @@ with DAG(
     start_date=START,
     catchup=False,
     max_active_runs=1,
+    **DAG_ARGS,
     default_args={**DEFAULT_ARGS, "retries": 0},
     tags=["photon", "recovery", "on-call"],
     params=params_of(RecoverParams),

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from airflow.sdk import DAG
 
-from dags._common import DEFAULT_ARGS, START, params_of
+from dags._common import DAG_ARGS, DEFAULT_ARGS, START, params_of
 from photon.ops.params import ReshardParams
 from plugins.operators.photon import ReshardOperator, SummaryOperator
 from plugins.sensors.epoch import EpochStartedSensor, PipelinesOnConfigSensor
@@ -20,6 +20,7 @@ with DAG(
     start_date=START,
     catchup=False,
     max_active_runs=1,
+    **DAG_ARGS,
     default_args={**DEFAULT_ARGS, "retries": 0},
     tags=["photon", "registry", "resharding"],
     params=params_of(ReshardParams),

@@ -423,6 +423,24 @@ class FaultSettings(_Section):
     seed: int | None = None
 
 
+_EMAIL = r"^[^@\s]+@[^@\s]+$"
+
+
+class AlertSettings(_Section):
+    """Who hears of a failed operations DAG run. Every failed run logs a line; with
+    recipients and an SMTP server, it also sends one mail (Airflow's SMTP connection
+    ``photon_smtp``, which ``photon airflow up`` makes from these settings)."""
+
+    email_to: Annotated[list[Annotated[str, Field(pattern=_EMAIL)]], NoDecode] = []
+    email_from: Annotated[str, Field(pattern=_EMAIL)] = "photon-airflow@localhost"
+    #: The SMTP server (unset: no mail, the log line alone).
+    smtp_host: str | None = None
+    smtp_port: Port = 25
+    smtp_starttls: bool = False
+
+    _split = field_validator("email_to", mode="before")(_split_list)
+
+
 class AirflowSettings(_Section):
     """Local Airflow (``photon airflow up``): its API server/UI and its PostgreSQL."""
 
@@ -480,6 +498,7 @@ class PhotonSettings(BaseSettings):
     stack: StackSettings = StackSettings()
     airflow: AirflowSettings = AirflowSettings()
     faults: FaultSettings = FaultSettings()
+    alerts: AlertSettings = AlertSettings()
 
     _split = field_validator("dcs", mode="before")(_split_list)
 

@@ -40,7 +40,13 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from photon.settings import CONFIG_ENV_VAR, ENV_PREFIX, AirflowSettings, PhotonSettings
+from photon.settings import (
+    CONFIG_ENV_VAR,
+    ENV_PREFIX,
+    AirflowSettings,
+    AlertSettings,
+    PhotonSettings,
+)
 from photon.stack import process
 from photon.stack.ports import require_free
 
@@ -79,10 +85,30 @@ def connection_env(settings: PhotonSettings) -> dict[str, str]:
     if port:
         store["port"] = int(port)
     master = settings.pipeline.spark_master
-    return {
+    env = {
         "AIRFLOW_CONN_PHOTON_REGISTRY": json.dumps(registry),
         "AIRFLOW_CONN_PHOTON_OBJECT_STORE": json.dumps(store),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": master}),
+    }
+    alerts = settings.alerts
+    if alerts.smtp_host:  # the failure notifier's mail server (plugins/notifications)
+        env["AIRFLOW_CONN_PHOTON_SMTP"] = json.dumps(smtp_connection(alerts))
+    return env
+
+
+def smtp_connection(alerts: AlertSettings) -> dict[str, Any]:
+    """The Airflow SMTP connection of the ``alerts`` settings (no SMTPS; STARTTLS if set)."""
+    return {
+        "conn_type": "smtp",
+        "host": alerts.smtp_host,
+        "port": alerts.smtp_port,
+        "extra": {
+            "from_email": alerts.email_from,
+            "disable_ssl": True,
+            "disable_tls": not alerts.smtp_starttls,
+            "timeout": 10,
+            "retry_limit": 2,
+        },
     }
 
 

@@ -60,6 +60,22 @@ def test_each_dag_has_its_description_tags_owner_retries_and_docs(
         assert bag.dags[scheduled].timetable.periodic
 
 
+def test_each_dag_tells_of_a_failed_run_and_bounds_its_runs_and_tasks(
+    dagbag: tuple[Any, list[object]],
+) -> None:
+    from plugins.notifications.failure import FailureNotifier
+
+    bag, _ = dagbag
+    for dag_id in EXPECTED:
+        dag = bag.dags[dag_id]
+        callbacks = dag.on_failure_callback
+        assert any(isinstance(c, FailureNotifier) for c in callbacks), dag_id
+        assert dag.dagrun_timeout is not None and dag.dagrun_timeout.total_seconds() > 0
+        for task in dag.tasks:
+            assert task.execution_timeout is not None, (dag_id, task.task_id)
+            assert task.execution_timeout <= dag.dagrun_timeout
+
+
 def test_the_reshard_form_validates_its_params_by_json_schema(
     dagbag: tuple[Any, list[object]],
 ) -> None:
