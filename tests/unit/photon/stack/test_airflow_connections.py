@@ -28,5 +28,5 @@ def test_the_alerts_mail_server_becomes_the_smtp_connection() -> None:
 
 
 def test_recipients_are_checked() -> None:
-    with pytest.raises(SettingsError, match="alerts.email_to"):
+    with pytest.raises(SettingsError, match=r"alerts\.email_to"):
         load_settings(alerts={"email_to": ["not-an-address"]})
