@@ -31,7 +31,8 @@ with DAG(
 The query readers write one small *delta run* of log-file-map entries per
 micro-batch. This Spark batch job (submitted through the `spark_default`
 connection) merges each DC's runs into one sorted run, dropping duplicate
-entries, entries older than the GC window (`now - retention`) and entries
+entries, entries older than the GC window (`now - retention`; a scheduled
+run: its data interval's end `- retention`) and entries
 of log files that no longer exist. Before deleting the old runs it checks
 `sample` lookups give the same query lines through the new run as through
 the old ones; if not, the new run is deleted, the old ones kept, and the run
@@ -50,6 +51,8 @@ fails. The report is in the object store under `reports/compaction/`.
             f"{{{{ {XCOM}['dc'] or '' }}}}",
             "--sample",
             f"{{{{ {XCOM}['sample'] }}}}",
+            "--as-of",
+            f"{{{{ {XCOM}['as_of'] }}}}",
         ],
     )
     report = ReportOperator(

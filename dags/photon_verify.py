@@ -28,8 +28,9 @@ with DAG(
     doc_md="""
 ### Verification
 
-For the clicks whose event time lies in the window (default: the hour
-ending `settle_s` ago), a Spark batch job compares every DC's input click
+For the clicks whose event time lies in the window (a scheduled run: its
+data interval, moved back by `settle_s`; a run triggered by hand: the form's,
+by default the hour ending `settle_s` ago), a Spark batch job compares every DC's input click
 logs with the joined output of every DC, the unjoinable and too-old
 outputs, the joiners' retry stores and the registry, and runs a Great
 Expectations suite over the joined rows: `click_id` unique across all DCs,

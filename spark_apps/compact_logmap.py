@@ -10,7 +10,9 @@ lookups before deleting the old runs. Writes its report (JSON) to
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated
 
 import pyarrow as pa
@@ -78,10 +80,28 @@ def main(
     run: RunOption,
     dc: Annotated[str, typer.Option(help="Only this DC ('' = every DC).")] = "",
     sample: Annotated[int, typer.Option(min=0, max=100_000)] = 200,
+    as_of: Annotated[
+        str,
+        typer.Option(
+            help="The time the run is about, ISO-8601 ('' = now): entries older than it "
+            "less the retention are dropped (a scheduled run's data interval end)."
+        ),
+    ] = "",
     config: ConfigOption = None,
 ) -> None:
     """Compact each DC's log-file map; exit 1 if a lookup check fails."""
     settings = batch_settings(config)
+    now_us = time.time_ns() // 1000
+    as_of_us = now_us
+    if as_of:
+        try:
+            moment = datetime.fromisoformat(as_of)
+        except ValueError:
+            raise typer.BadParameter(
+                f"{as_of!r} is not an ISO-8601 time", param_hint="--as-of"
+            ) from None
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        as_of_us = min(now_us, int(moment.timestamp() * 1_000_000))  # never past now
     dcs = [dc] if dc else settings.dcs
     for name in dcs:
         if name not in settings.dcs:
@@ -97,7 +117,7 @@ def main(
                     store,
                     name,
                     settings.dc_logs(name) / "queries",
-                    boundary_us=gc_target_us(settings.retention),
+                    boundary_us=gc_target_us(settings.retention, now_us=as_of_us),
                     window_us=int(settings.log_file_map.window_s * 1_000_000),
                     max_bytes=settings.log_file_map.max_bytes,
                     sample=sample,

@@ -122,6 +122,22 @@ def resolve_window(start: str | None, end: str | None, lookback_s: float, now: d
     return Window(start=start_at, end=end_at)
 
 
+#: The run types whose data interval is the time they are about (not a person's "now").
+_INTERVAL_RUN_TYPES = ("scheduled", "backfill")
+
+
+def run_interval(
+    run_type: object, start: datetime | None, end: datetime | None
+) -> tuple[datetime, datetime] | None:
+    """The data interval a run is about: a scheduled (or backfilled) run's, so that a
+    late, retried or cleared run covers the same hour as its first try; None for a run
+    someone triggered (its window is from the form, or from now)."""
+    kind = str(getattr(run_type, "value", run_type))
+    if kind not in _INTERVAL_RUN_TYPES or start is None or end is None or end <= start:
+        return None
+    return start, end
+
+
 # A DC's name, as the settings accept it (the task checks it is a configured one).
 _DC_NAME = r"^[a-z][a-z0-9-]{0,31}$"
 # The trigger form renders a date-time picker for it and checks the format.
@@ -191,14 +207,16 @@ class _WindowParams(_Params):
         json_schema_extra=_DATE_TIME,
         title="Window start (empty: window end minus lookback)",
         description="Start of the event-time window, ISO-8601 (naive times are UTC). "
-        "Leave it empty to start the window 'Lookback (seconds)' before its end.",
+        "Leave it empty to start the window 'Lookback (seconds)' before its end (a "
+        "scheduled run: its data interval's start, minus the settle time).",
     )
     window_end: str | None = Field(
         None,
         json_schema_extra=_DATE_TIME,
         title="Window end (empty: now minus settle time)",
         description="End of the event-time window, ISO-8601 (naive times are UTC), not in "
-        "the future. Leave it empty to end the window 'Settle time (seconds)' before now.",
+        "the future. Leave it empty to end the window 'Settle time (seconds)' before now "
+        "(a scheduled run: before its data interval's end).",
     )
     lookback_s: float = Field(
         3600.0,
@@ -224,13 +242,22 @@ class _WindowParams(_Params):
         _instant(value, info.field_name)
         return value
 
-    def window(self, now: datetime | None = None) -> Window:
+    def window(
+        self, now: datetime | None = None, interval: tuple[datetime, datetime] | None = None
+    ) -> Window:
+        """The run's window. With neither end set: the data ``interval`` of a scheduled
+        run (:func:`run_interval`), else the lookback ending now, each moved back by the
+        settle time."""
         now = now or datetime.now(UTC)
+        settle = timedelta(seconds=self.settle_s)
+        if interval is not None and not self.window_start and not self.window_end:
+            start, end = interval
+            return resolve_window(None, None, (end - start).total_seconds(), min(now, end - settle))
         return resolve_window(
             self.window_start,
             self.window_end,
             self.lookback_s,
-            now if self.window_end else now - timedelta(seconds=self.settle_s),
+            now if self.window_end else now - settle,
         )
 
 

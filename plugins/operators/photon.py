@@ -28,13 +28,22 @@ def checked_params(model: Any, context: Context, settings: Any) -> Any:
         raise AirflowFailException(str(exc)) from None
 
 
-def _window(params: Any) -> Any:
+def _window(params: Any, context: Context | None = None) -> Any:
+    """The run's window: from its params, or a scheduled run's data interval."""
     from airflow.exceptions import AirflowFailException
 
-    from photon.ops.params import InvalidParamsError
+    from photon.ops.params import InvalidParamsError, run_interval
 
+    interval = None
+    if context is not None:
+        dag_run = context.get("dag_run")
+        interval = run_interval(
+            getattr(dag_run, "run_type", None),
+            context.get("data_interval_start"),
+            context.get("data_interval_end"),
+        )
     try:
-        return params.window()
+        return params.window(interval=interval)
     except InvalidParamsError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -113,7 +122,7 @@ class RecoverOperator(_PhotonOperator):
 
         settings = self._settings()
         params = checked_params(RecoverParams, context, settings)
-        window = _window(params)
+        window = _window(params, context)
         with self._registry(settings) as registry:
             report = recover(
                 settings,
@@ -129,6 +138,18 @@ class RecoverOperator(_PhotonOperator):
         for action in result["actions"][:200]:
             self.log.info("%s", action)
         return result
+
+
+def _as_of(context: Context) -> str:
+    """The time a run is about: a scheduled run's data interval end; '' (now) otherwise."""
+    from photon.ops.params import run_interval
+
+    interval = run_interval(
+        getattr(context.get("dag_run"), "run_type", None),
+        context.get("data_interval_start"),
+        context.get("data_interval_end"),
+    )
+    return interval[1].isoformat() if interval else ""
 
 
 class ValidateParamsOperator(BaseOperator):
@@ -156,8 +177,9 @@ class ValidateParamsOperator(BaseOperator):
             "run": "".join(c if c.isalnum() or c in "._-+" else "_" for c in run_id),
         }
         if hasattr(params, "window"):
-            window = _window(params)
+            window = _window(params, context)
             result |= {"start": window.start.isoformat(), "end": window.end.isoformat()}
+        result["as_of"] = _as_of(context)
         self.log.info("params: %s", result)
         return result
 

@@ -13,6 +13,7 @@ from photon.ops.params import (
     ReshardParams,
     VerifyParams,
     resolve_window,
+    run_interval,
 )
 from photon.settings import load_settings
 
@@ -75,6 +76,33 @@ def test_a_window_defaults_to_the_lookback_before_now_minus_settle() -> None:
     assert window.end == NOW - timedelta(seconds=60)
     assert window.start == window.end - timedelta(seconds=600)
     assert window.end_us - window.start_us == 600_000_000
+
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("run_type", "about"),
+    [("scheduled", True), ("backfill", True), ("manual", False), ("asset_triggered", False)],
+)
+def test_only_a_scheduled_run_is_about_its_data_interval(run_type: str, about: bool) -> None:
+    interval = (NOW - HOUR, NOW)
+    assert (run_interval(run_type, *interval) == interval) is about
+    assert run_interval(run_type, NOW, NOW) is None  # an empty interval says nothing
+
+
+def test_a_scheduled_run_verifies_its_data_interval_however_late_it_runs() -> None:
+    params = VerifyParams.parse({"settle_s": 60})
+    interval = (NOW - 3 * HOUR, NOW - 2 * HOUR)  # cleared and run again two hours later
+    window = params.window(NOW, interval)
+    assert (window.start, window.end) == (interval[0] - timedelta(seconds=60),
+                                          interval[1] - timedelta(seconds=60))  # fmt: skip
+    # The next hour's run starts where this one ended: no gap, no overlap.
+    following = params.window(NOW, (interval[1], interval[1] + HOUR))
+    assert following.start == window.end
+    # A window set in the form wins over the interval.
+    chosen = VerifyParams.parse({"window_end": (NOW - HOUR).isoformat()}).window(NOW, interval)
+    assert chosen.end == NOW - HOUR
 
 
 def test_a_window_in_the_future_or_backwards_is_rejected() -> None:
