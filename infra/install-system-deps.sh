@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian packages the local stack runs on, when they are missing:
 # ZooKeeper (its jars and a Java runtime), Redis, PostgreSQL (Airflow's metadata
-# database), Chromium (the Airflow UI test) and docker-compose (validates the
-# compose file; no Docker engine is needed). Idempotent; prints what it does.
+# database), Chromium (the Airflow UI test), docker-compose (validates the
+# compose file; no Docker engine is needed) and Prometheus (its promtool tests
+# the alert rules). Idempotent; prints what it does.
 # Runs apt-get as root, or through sudo when that is available.
 set -euo pipefail
 
@@ -13,9 +14,10 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool tests the alert rules
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "system packages: zookeeper, java, redis-server, postgresql, chromium and docker-compose are present"
+  echo "system packages: zookeeper, java, redis-server, postgresql, chromium, docker-compose and prometheus are present"
   exit 0
 fi
 

@@ -103,6 +103,23 @@ BEHIND_READER = Gauge(
     "reader has not read past their query yet (in the last batch).",
     ["dc"],
 )
+INPUT_BEHIND_BYTES = Gauge(
+    "photon_input_behind_bytes",
+    "Log bytes past the app's last committed batch: what it has yet to read.",
+    ["dc", "app"],
+)
+INPUT_BEHIND_FILES = Gauge(
+    "photon_input_behind_files",
+    "Log files with bytes past the app's last committed batch.",
+    ["dc", "app"],
+)
+INPUT_LAG_SECONDS = Gauge(
+    "photon_input_lag_seconds",
+    "How far behind the end of its logs the app is, in the logs' own time: per ad "
+    "server, its newest line's event time less that of its oldest unread one (the "
+    "largest over the servers; 0 when caught up).",
+    ["dc", "app"],
+)
 RETRIES_PENDING = Gauge(
     "photon_retries_pending",
     "Clicks in the joiner's retry store, waiting for their query.",

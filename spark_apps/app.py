@@ -25,7 +25,10 @@ import structlog
 from prometheus_client import start_http_server
 from pyspark.sql import SparkSession
 
-from photon.join.runtime import AppParts
+from photon import metrics
+from photon.events.records import Stream
+from photon.join.backlog import backlog, committed_offsets
+from photon.join.runtime import JOINER, AppParts
 from photon.localfiles import write_whole
 from photon.settings import PhotonSettings
 from spark_apps import streaming
@@ -133,6 +136,20 @@ def run_apps(
     return summaries
 
 
+def lag_gauges(app: str, parts: AppParts) -> Callable[[], None]:
+    """Set the app's input lag gauges (docs/metrics.md) from its committed checkpoint
+    and its logs (:mod:`photon.join.backlog`)."""
+    stream = Stream.CLICKS if app == JOINER else Stream.QUERIES
+
+    def update() -> None:
+        behind = backlog(parts.logs_dir, committed_offsets(parts.checkpoint), stream)
+        metrics.INPUT_BEHIND_BYTES.labels(parts.dc, app).set(behind.bytes)
+        metrics.INPUT_BEHIND_FILES.labels(parts.dc, app).set(behind.files)
+        metrics.INPUT_LAG_SECONDS.labels(parts.dc, app).set(behind.lag_s)
+
+    return update
+
+
 def _stream_thread(
     spark: SparkSession,
     settings: PhotonSettings,
@@ -150,6 +167,7 @@ def _stream_thread(
             idle=stream.idle,
             settled=stream.settled,
             query_name=f"{stream.app}-{stream.parts.dc}",
+            watch=lag_gauges(stream.app, stream.parts),
         )
     except BaseException as exc:
         log.error("app.stream_failed", app=stream.app, dc=stream.parts.dc, error=str(exc)[:500])

@@ -181,6 +181,18 @@ class GrowingLogStreamReader(DataSourceStreamReader):
             "heads": {name: h for name, h in plan.heads.items() if name in present},
         }
 
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """The end of every log file now: Spark shows it as the source's latest offset in
+        the query's progress, beside the offsets it has read to (its lag, to Spark)."""
+        directory = Path(self.directory)
+        files: dict[str, int] = {}
+        for name in GrowingLogReader(directory).files():
+            try:
+                files[name] = (directory / name).stat().st_size
+            except FileNotFoundError:
+                continue
+        return {"files": files}
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[FileRanges]:
         groups: list[FileRanges] = []
         size = 0

@@ -175,8 +175,13 @@ def run(
     idle: Callable[[], Any] | None = None,
     settled: Callable[[], bool] = lambda: True,
     query_name: str = "photon",
+    watch: Callable[[], Any] | None = None,
 ) -> RunSummary:
-    """Stream until ``stop`` is set, the query ends or fails, or (``until_idle_s``) idleness."""
+    """Stream until ``stop`` is set, the query ends or fails, or (``until_idle_s``) idleness.
+
+    ``watch`` is called every trigger interval, between batches and during them (the
+    app's lag gauges); its errors are logged, never the stream's.
+    """
     summary = RunSummary()
     last_data = [time.monotonic()]  # when a batch last brought lines (set by batches)
 
@@ -194,7 +199,7 @@ def run(
         query = _start(spark, options, on_batch, query_name)
         log.info("stream.started", query=query_name)  # the chaos harness waits for this line
         try:
-            summary.stopped_by = _watch(query, options, stop, idle, settled, last_data)
+            summary.stopped_by = _watch(query, options, stop, idle, settled, last_data, watch)
         finally:
             if query.isActive:
                 query.stop()
@@ -260,6 +265,7 @@ def _watch(
     idle: Callable[[], Any] | None,
     settled: Callable[[], bool],
     last_data: list[float],
+    watch: Callable[[], Any] | None = None,
 ) -> str:
     """Until a signal, the query's end, or (``until_idle_s``) idleness; says which."""
     busy_at = time.monotonic()
@@ -269,6 +275,11 @@ def _watch(
             return stop.reason
         if not query.isActive:
             return "query ended"
+        if watch is not None:
+            try:
+                watch()
+            except Exception as exc:  # a gauge not updated is not worth the stream
+                log.warning("stream.watch_failed", error=str(exc)[:300])
         if idle is not None:
             idle()
         status = query.status

@@ -9,7 +9,7 @@ JSON log lines, so the figures of the report are tested without a run.
   writes a joined row again (by the rows' ``joined_at_us``).
 * **Catch-up** of the DC back from an outage: from its return until its
   joiner's lag (how far behind the end of its logs it is, in the logs' own
-  time: :mod:`photon.chaos.backlog`) is back under ``caught_up_lag_s``. It
+  time: :mod:`photon.join.backlog`) is back under ``caught_up_lag_s``. It
   is a restart (its apps start Spark again, until the joiner's first batch
   begins: a fixed cost, whatever the backlog) and a drain. Its speed is the
   event time it went through per second of draining — 1x is keeping pace,

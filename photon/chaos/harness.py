@@ -22,7 +22,7 @@ and pipeline state of its own:
    the stream's first clicks;
 3. a sampler, every ``sample_s``, lists the joined output (checking the union
    of every DC's output for a ``click_id`` seen twice) and reads each
-   joiner's backlog (:mod:`photon.chaos.backlog`);
+   joiner's backlog (:mod:`photon.join.backlog`);
 4. when the stream has ended, the output stops growing and every joiner has
    caught up with its click logs, verification (:mod:`photon.ops.verify`) and
    recovery (:mod:`photon.ops.recover`) run while the pipelines go on; they
@@ -64,12 +64,12 @@ from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
 from photon.chaos import analysis, charts, protocol_faults
 from photon.chaos.analysis import CatchUp, Sample
-from photon.chaos.backlog import joiner_backlog
 from photon.chaos.record import FaultRecord
 from photon.chaos.supervisor import Supervisor
 from photon.faults import CRASH_EXIT_CODE, STEPS
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest
+from photon.join.backlog import joiner_backlog
 from photon.join.output import decode, rows_under
 from photon.join.retry import RetryStore
 from photon.join.runtime import JOINER, QUERY_READER, current_attempt, retry_store_path
@@ -162,7 +162,7 @@ class ChaosConfig:
     s3_freeze_s: float = 10.0
     sample_s: float = 2.0
     idle_s: float = 30.0
-    #: The returning DC has caught up once its lag (photon.chaos.backlog) is this short.
+    #: The returning DC has caught up once its lag (photon.join.backlog) is this short.
     caught_up_lag_s: float = 15.0
     #: How many of the schedule's joiner kills strike (the first ones: 20%, 40%, ...):
     #: each is a joiner restart to wait for; a short run takes fewer.

@@ -44,11 +44,11 @@ from pathlib import Path
 import psutil
 import structlog
 
-from photon.chaos.backlog import committed_offsets, joiner_backlog
 from photon.chaos.record import FaultRecord
 from photon.chaos.supervisor import Supervisor
 from photon.events.records import FILE_REASONS, Stream
 from photon.faults import CRASH_EXIT_CODE, STEPS
+from photon.join.backlog import committed_offsets, joiner_backlog
 from photon.join.output import decode
 from photon.join.runtime import JOINER, current_attempt
 from photon.registry_access import connect_registry

@@ -5,7 +5,7 @@
 * per DC — each app's Prometheus endpoint (up when it answers; its counters
   and histograms), the apps' Spark checkpoints against the log heads (input
   lag: bytes and files not committed yet; the joiner's lag in the logs' own
-  time, see :mod:`photon.chaos.backlog`);
+  time, see :mod:`photon.join.backlog`);
 * the registry — ``srvr`` and ``mntr`` of every ZooKeeper node (mode, znode
   count), the sharding epochs and each shard's ids and GC boundary;
 * the cache — Redis ``INFO`` (memory used, the limit) and the joiners' hit
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from photon.chaos.backlog import Backlog, joiner_backlog, query_reader_backlog
+from photon.join.backlog import Backlog, joiner_backlog, query_reader_backlog
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.observe.prom import Scrape, scrape
 from photon.settings import PhotonSettings

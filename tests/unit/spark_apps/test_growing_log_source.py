@@ -313,3 +313,12 @@ def test_a_rotated_file_is_read_on_from_its_offset_under_its_new_name(tmp_path: 
     ))  # fmt: skip
     assert report.reason == "file_rotated" and "a.log was renamed a-1.log" in report.detail
     assert read_all(source, end, source.latestOffset(end, ReadAllAvailable())) == []
+
+
+def test_the_latest_offset_reported_to_spark_is_every_file_to_its_end(tmp_path: Path) -> None:
+    (tmp_path / "a.000000.log").write_bytes(b"one\ntwo\npart")
+    (tmp_path / "b.000000.log").write_bytes(b"three\n")
+    (tmp_path / "notes.txt").write_bytes(b"not a log\n")
+    assert reader(tmp_path).reportLatestOffset() == {
+        "files": {"a.000000.log": 12, "b.000000.log": 6}
+    }

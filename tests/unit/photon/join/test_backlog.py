@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from photon.chaos.backlog import Backlog, backlog, committed_offsets
 from photon.events.records import ClickEvent
+from photon.join.backlog import Backlog, backlog, committed_offsets
 from registry.ids import EventId
 
 pytestmark = pytest.mark.unit

@@ -1,15 +1,17 @@
-"""A DC joiner's backlog: the click log bytes it has not committed yet, and how old they are.
+"""An app's backlog: the log bytes it has not committed yet, and how old they are.
 
-The joiner's progress is its Spark checkpoint: ``commits/<n>`` marks batch
-``n`` done and ``offsets/<n>`` holds, on its last line, the source's end
-offsets ``{"files": {"<name>": <byte offset>}}``. The backlog is every click
-log byte past those offsets; its *lag* is how far behind the end of its logs
-the joiner is, in the logs' own time: per ad server's series of files, the
-time of its newest click less that of its oldest uncommitted one (by their
-ids), the largest over the servers — 0 when nothing is left. Both times come
-from the same server's clock, so a server's clock skew cancels out. A DC
-that is caught up has a lag of about one micro-batch; one back from an
-outage starts with a lag as long as the outage and drains it.
+An app's progress is its Spark checkpoint: ``commits/<n>`` marks batch ``n``
+done and ``offsets/<n>`` holds, on its last line, the source's end offsets
+``{"files": {"<name>": <byte offset>}, ...}``. The backlog is every log byte
+past those offsets; its *lag* is how far behind the end of its logs the app
+is, in the logs' own time: per ad server's series of files, the event time
+(by id) of its newest line less that of its oldest uncommitted one, the
+largest over the servers — 0 when nothing is left. Both times come from the
+same server's clock, so a server's clock skew cancels out. An app that is
+caught up has a lag of about one micro-batch; one back from an outage starts
+with a lag as long as the outage and drains it. The joiners' lag (clicks)
+and the query readers' (queries) are read alike; ``photon status``, the
+apps' lag gauges (docs/metrics.md) and the chaos run read them.
 
 How it fails: it never raises for a checkpoint being written or wiped
 meanwhile (a missing or half-written batch file reads as the batch before,
@@ -20,16 +22,16 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from photon.events.records import decode_click
+from photon.events.records import Stream, decode_click, decode_query
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.logs.offset_log import logged_offsets
 from photon.settings import PhotonSettings
 
-#: How far past an offset to look for the first click that decodes.
+#: How far past an offset to look for the first line that decodes.
 _PROBE_BYTES = 64 * 1024
 
 
@@ -54,9 +56,11 @@ def committed_offsets(checkpoint: Path) -> dict[str, int]:
     return {}
 
 
-def backlog(click_logs: Path, offsets: dict[str, int]) -> Backlog:
+def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS) -> Backlog:
+    """The backlog of the ``stream`` logs in directory ``logs`` past ``offsets``."""
+    event_us = _CLICK_US if stream is Stream.CLICKS else _QUERY_US
     series: dict[str, list[Path]] = defaultdict(list)  # one ad server's files, in order
-    for path in sorted(click_logs.glob("*.log")) if click_logs.is_dir() else []:
+    for path in sorted(logs.glob("*.log")) if logs.is_dir() else []:
         series[path.name.rsplit(".", 2)[0]].append(path)
     unread, lag_us, behind = 0, 0, 0
     for files in series.values():
@@ -72,8 +76,8 @@ def backlog(click_logs: Path, offsets: dict[str, int]) -> Backlog:
             unread += size - start
             behind += 1
             if oldest_us is None:
-                oldest_us = _first_click_us(path, start)
-        newest_us = _last_click_us(files[-1])
+                oldest_us = _first_event_us(path, start, event_us)
+        newest_us = _last_event_us(files[-1], event_us)
         if oldest_us is not None and newest_us is not None:
             lag_us = max(lag_us, newest_us - oldest_us)
     return Backlog(unread, round(lag_us / 1_000_000, 1), behind)
@@ -85,22 +89,27 @@ def joiner_backlog(settings: PhotonSettings, dc: str) -> Backlog:
 
 
 def query_reader_backlog(settings: PhotonSettings, dc: str) -> Backlog:
-    """The query reader's unread query-log bytes and files (its lag_s is 0: no click times)."""
+    """The query reader's unread query-log bytes and files, and its lag by query times."""
     checkpoint = settings.pipeline_dir(dc, QUERY_READER) / "checkpoint"
-    return backlog(settings.dc_logs(dc) / "queries", committed_offsets(checkpoint))
+    return backlog(settings.dc_logs(dc) / "queries", committed_offsets(checkpoint), Stream.QUERIES)
 
 
-def _first_click_us(path: Path, offset: int) -> int | None:
+EventTime = Callable[[bytes], int]
+_CLICK_US: EventTime = lambda raw: decode_click(raw).click_id.ts_us  # noqa: E731
+_QUERY_US: EventTime = lambda raw: decode_query(raw).query_id.ts_us  # noqa: E731
+
+
+def _first_event_us(path: Path, offset: int, event_us: EventTime) -> int | None:
     try:
         with path.open("rb") as f:
             f.seek(offset)
             chunk = f.read(_PROBE_BYTES)
     except OSError:
         return None
-    return _click_us(chunk.split(b"\n")[:-1])  # complete lines only
+    return _event_us(chunk.split(b"\n")[:-1], event_us)  # complete lines only
 
 
-def _last_click_us(path: Path) -> int | None:
+def _last_event_us(path: Path, event_us: EventTime) -> int | None:
     try:
         with path.open("rb") as f:
             size = f.seek(0, os.SEEK_END)
@@ -109,14 +118,14 @@ def _last_click_us(path: Path) -> int | None:
     except OSError:
         return None
     lines = chunk.split(b"\n")[1:-1] if size > _PROBE_BYTES else chunk.split(b"\n")[:-1]
-    return _click_us(reversed(lines))  # complete lines only, the newest first
+    return _event_us(reversed(lines), event_us)  # complete lines only, the newest first
 
 
-def _click_us(lines: Iterable[bytes]) -> int | None:
-    """The id time of the first line that decodes as a click."""
+def _event_us(lines: Iterable[bytes], event_us: EventTime) -> int | None:
+    """The id time of the first line that decodes as an event of the stream."""
     for raw in lines:
         try:
-            return decode_click(raw).click_id.ts_us
+            return event_us(raw)
         except ValueError:
             continue
     return None
