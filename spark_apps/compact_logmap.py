@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 from photon.join.logmap import SCHEMA, MapEntry
 from photon.ops.compaction import CompactionCheckError, CompactionReport, compact_dc
 from photon.ops.gc import gc_target_us
+from photon.ops.params import InvalidParamsError, instant
 from photon.storage import ObjectStore
 from spark_apps.batch import ConfigOption, RunOption, batch_session, batch_settings
 
@@ -92,16 +92,11 @@ def main(
     """Compact each DC's log-file map; exit 1 if a lookup check fails."""
     settings = batch_settings(config)
     now_us = time.time_ns() // 1000
-    as_of_us = now_us
-    if as_of:
-        try:
-            moment = datetime.fromisoformat(as_of)
-        except ValueError:
-            raise typer.BadParameter(
-                f"{as_of!r} is not an ISO-8601 time", param_hint="--as-of"
-            ) from None
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        as_of_us = min(now_us, int(moment.timestamp() * 1_000_000))  # never past now
+    try:
+        moment = instant(as_of or None, "--as-of")
+    except InvalidParamsError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--as-of") from None
+    as_of_us = now_us if moment is None else min(now_us, int(moment.timestamp() * 1_000_000))
     dcs = [dc] if dc else settings.dcs
     for name in dcs:
         if name not in settings.dcs:

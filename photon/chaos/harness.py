@@ -71,11 +71,10 @@ from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest
 from photon.join.backlog import joiner_backlog
 from photon.join.output import decode, rows_under
-from photon.join.retry import RetryStore
-from photon.join.runtime import JOINER, QUERY_READER, current_attempt, retry_store_path
+from photon.join.runtime import JOINER, QUERY_READER, current_attempt
 from photon.ops.params import Window
 from photon.ops.recover import recover
-from photon.ops.verify import verify
+from photon.ops.verify import pending_retries, verify
 from photon.registry_access import connect_registry
 from photon.runs import StreamClock, clean_up, environment, write_live
 from photon.settings import PhotonSettings, load_settings
@@ -529,15 +528,7 @@ def accounting(
     old for another that reached it after GC: it counts as joined."""
     unjoinable = {r["click_id"] for r in rows_under(store, "unjoinable/")}
     too_old = {r["click_id"] for r in rows_under(store, "too_old/")}
-    pending: set[str] = set()
-    for dc in settings.dcs:
-        path = retry_store_path(settings, dc)
-        if path.exists():
-            retries = RetryStore(path, settings.retry)
-            try:
-                pending.update(retries.click_ids())
-            finally:
-                retries.close()
+    pending = pending_retries(settings)
     clicks = set(manifest.expected_joins) | set(manifest.never_joinable)
     accounted = joined | unjoinable | too_old | pending
     return {

@@ -102,11 +102,7 @@ def replay_at_every_step(
     for n, step in enumerate(STEPS):
         then = step_env(STEPS[n + 1]) if n + 1 < len(STEPS) else None
         exits[step] = supervisor.await_exit(dc, JOINER, timeout_s, then=then)
-        clock.hold()
-        try:
-            _wait(lambda: supervisor.streaming(dc, JOINER), 300.0)
-        finally:
-            clock.resume()
+        _hold_until_streaming(supervisor, clock, dc)
     crashed = [step for step, code in exits.items() if code in _CRASHED]
     return FaultRecord(
         "replay_at_every_step",
@@ -116,6 +112,21 @@ def replay_at_every_step(
         struck=len(crashed) == len(STEPS),
         detail={"exit_codes": exits, "crashed_at": crashed},
     )
+
+
+def _hold_until_streaming(
+    supervisor: Supervisor,
+    clock: StreamClock,
+    dc: str,
+    restart: Callable[[], object] = lambda: None,
+) -> None:
+    """Hold the stream while ``dc``'s joiner (re)starts, until it streams again."""
+    clock.hold()
+    try:
+        restart()
+        _wait(lambda: supervisor.streaming(dc, JOINER), 300.0)
+    finally:
+        clock.resume()
 
 
 def stale_epoch_partition(
@@ -178,12 +189,8 @@ def zombie_during_recovery(
     """Make ``dc``'s joiner a zombie: stopped between a winning commit and its write,
     its attempt replaced. :func:`resume_zombie` wakes it once recovery ran."""
     attempt = current_attempt(settings, dc)
-    clock.hold()  # the armed joiner starts again with the stream still to come
-    try:
-        supervisor.rearm(dc, JOINER, PAUSE_ENV)
-        _wait(lambda: supervisor.streaming(dc, JOINER), 300.0)
-    finally:
-        clock.resume()
+    # The armed joiner starts again with the stream still to come.
+    _hold_until_streaming(supervisor, clock, dc, lambda: supervisor.rearm(dc, JOINER, PAUSE_ENV))
     stopped: list[psutil.Process] = []
 
     def paused() -> bool:

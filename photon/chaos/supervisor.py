@@ -164,15 +164,7 @@ class Supervisor:
         Returns the faulty run's exit status (None: it did not crash in time, and
         was killed).
         """
-        with self._lock:
-            process = self._apps[(dc, app)].process
-        assert process is not None and (dc, app) in self._faulty, f"{app}[{dc}] is not faulty"
-        try:
-            code: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            code = None
+        code = self._await_faulty(dc, app, timeout_s)
         with self._lock:
             shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
             del self._faulty[(dc, app)]
@@ -189,15 +181,7 @@ class Supervisor:
         """Wait for the faulty run of ``app`` to exit, keeping its state; start it again
         with the fault setting ``then`` (it stays faulty) or, None, as usual. Returns the
         run's exit status (None: it did not exit in time, and was killed)."""
-        with self._lock:
-            process = self._apps[(dc, app)].process
-        assert process is not None and (dc, app) in self._faulty, f"{app}[{dc}] is not faulty"
-        try:
-            code: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            code = None
+        code = self._await_faulty(dc, app, timeout_s)
         with self._lock:
             if then is None:
                 del self._faulty[(dc, app)]
@@ -215,13 +199,7 @@ class Supervisor:
             entry = self._apps[(dc, app)]
             self._faulty[(dc, app)] = env
             process = entry.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        self._stop_cleanly(process)
         with self._lock:
             self._start(dc, app, extra_env=env)
 
@@ -232,13 +210,7 @@ class Supervisor:
             entry = self._apps[(dc, app)]
             self._faulty[(dc, app)] = {}  # not restarted by the watcher meanwhile
             process = entry.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        self._stop_cleanly(process)
         with self._lock:
             shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
             del self._faulty[(dc, app)]
@@ -256,6 +228,30 @@ class Supervisor:
             return [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             return []
+
+    def _await_faulty(self, dc: str, app: str, timeout_s: float) -> int | None:
+        """The exit status of ``app``'s faulty run (None: killed after ``timeout_s``)."""
+        with self._lock:
+            process = self._apps[(dc, app)].process
+        assert process is not None and (dc, app) in self._faulty, f"{app}[{dc}] is not faulty"
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            return None
+
+    def _stop_cleanly(self, process: subprocess.Popen[bytes] | None) -> None:
+        """SIGTERM, then SIGKILL after ``stop_timeout_s``; the caller made it faulty first,
+        so the watcher does not start it again meanwhile."""
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
     def crashing(self) -> bool:
         """Whether an app is still on its faulty run."""

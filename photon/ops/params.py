@@ -81,7 +81,7 @@ def _empty_as_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
-def _instant(value: str | None, name: str) -> datetime | None:
+def instant(value: str | None, name: str) -> datetime | None:
     """An ISO-8601 time (None = unset); naive times are UTC."""
     if value is None:
         return None
@@ -109,8 +109,8 @@ class Window(BaseModel):
 
 def resolve_window(start: str | None, end: str | None, lookback_s: float, now: datetime) -> Window:
     """``[start, end)`` of a run's params; unset ends are ``now`` and ``lookback_s`` before."""
-    end_at = _instant(end, "window_end") or now
-    start_at = _instant(start, "window_start") or end_at - timedelta(seconds=lookback_s)
+    end_at = instant(end, "window_end") or now
+    start_at = instant(start, "window_start") or end_at - timedelta(seconds=lookback_s)
     if end_at > now:
         raise InvalidParamsError(
             f"window_end: {end_at.isoformat()} is in the future (now {now.isoformat()})"
@@ -239,7 +239,7 @@ class _WindowParams(_Params):
     @field_validator("window_start", "window_end")
     @classmethod
     def _check_instant(cls, value: str | None, info: Any) -> str | None:
-        _instant(value, info.field_name)
+        instant(value, info.field_name)
         return value
 
     def window(
