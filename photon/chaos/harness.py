@@ -103,7 +103,8 @@ _CHAOS_ENV = {
 #: When each fault strikes, as a share of the stream's duration. The joiner
 #: kills alternate DCs, the outage DC first; its outage starts once it has
 #: restarted from that kill and must end by :data:`_OUTAGE_ENDS_BY`, so that it
-#: has caught up before its second kill (at 60%).
+#: has caught up before its second kill (at 60%). The zombie strikes with much of
+#: the stream still to come: its joiner must win a click after it starts again.
 SCHEDULE = {
     "kill_joiner_1": 0.2,
     "dc_outage": 0.27,
@@ -112,11 +113,11 @@ SCHEDULE = {
     "kill_joiner_2": 0.4,
     "redis_restart": 0.45,
     "stale_epoch_partition": 0.55,
+    "zombie_during_recovery": 0.58,
     "kill_joiner_3": 0.6,
     "s3_unavailable": 0.65,
     "reshard": 0.7,
     "kill_joiner_4": 0.8,
-    "zombie_during_recovery": 0.9,
 }
 _OUTAGE_ENDS_BY = 0.5
 JOINER_KILLS = sum(name.startswith("kill_joiner_") for name in SCHEDULE)
