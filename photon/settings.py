@@ -344,6 +344,13 @@ class StackSettings(_Section):
     spark_worker_cores: Annotated[int, Field(ge=1, le=1024)] = 4
     spark_worker_memory_mb: Annotated[int, Field(ge=512, le=1_048_576)] = 4096
     start_timeout_s: PositiveSeconds = 60.0
+    #: Prometheus (with the alert rules of docs/metrics.md), Redis's exporter and the
+    #: ZooKeeper exporter, each where its Debian package is installed
+    #: (docs/operations.md, "Metrics natively").
+    monitoring: bool = True
+    prometheus_port: Port = 9090
+    redis_exporter_port: Port = 9121
+    zk_exporter_port: Port = 9141
 
     _split = field_validator(
         "zk_client_ports",
@@ -388,6 +395,11 @@ class StackSettings(_Section):
         named |= {f"zk_quorum_ports[{i}]": p for i, p in enumerate(self.zk_quorum_ports)}
         named |= {f"zk_election_ports[{i}]": p for i, p in enumerate(self.zk_election_ports)}
         named |= {"redis_port": self.redis_port, "s3_port": self.s3_port}
+        named |= {
+            "prometheus_port": self.prometheus_port,
+            "redis_exporter_port": self.redis_exporter_port,
+            "zk_exporter_port": self.zk_exporter_port,
+        }
         named |= {
             "spark_master_port": self.spark_master_port,
             "spark_master_ui_port": self.spark_master_ui_port,

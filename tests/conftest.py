@@ -141,7 +141,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def stack_env(tmp: Path) -> dict[str, str]:
     """PHOTON_* variables for a private stack on free loopback ports under ``tmp``."""
-    ports = free_ports(11)
+    ports = free_ports(14)
     return {
         "PHOTON_STACK__STATE_DIR": str(tmp / "state"),
         "PHOTON_LOGS_ROOT": str(tmp / "logs"),
@@ -150,6 +150,9 @@ def stack_env(tmp: Path) -> dict[str, str]:
         "PHOTON_STACK__ZK_ELECTION_PORTS": ",".join(map(str, ports[6:9])),
         "PHOTON_STACK__REDIS_PORT": str(ports[9]),
         "PHOTON_STACK__S3_PORT": str(ports[10]),
+        "PHOTON_STACK__PROMETHEUS_PORT": str(ports[11]),
+        "PHOTON_STACK__REDIS_EXPORTER_PORT": str(ports[12]),
+        "PHOTON_STACK__ZK_EXPORTER_PORT": str(ports[13]),
         "PHOTON_STACK__ZK_HEAP_MB": "128",
         # Pipelines started by tests serve no metrics unless a test asks (fixed ports clash).
         "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",

@@ -194,6 +194,28 @@ def stack_s3_policies(
         out.print(str(path))
 
 
+@stack_app.command("zookeeper-exporter")
+def stack_zookeeper_exporter(
+    servers: Annotated[
+        str, typer.Option(help="The ensemble's client addresses, host:port,host:port.")
+    ],
+    listen: Annotated[str, typer.Option(help="host:port to serve /metrics on.")] = "127.0.0.1:9141",
+) -> None:
+    """Serve the ensemble's `mntr` numbers as Prometheus gauges (zookeeper_*), until
+    stopped; the stack runs one (docs/metrics.md)."""
+    from photon.observe import zookeeper_exporter
+
+    try:
+        ensemble = zookeeper_exporter.parse_servers(servers)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--servers") from None
+    try:
+        ((host, port),) = zookeeper_exporter.parse_servers(listen)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--listen") from None
+    zookeeper_exporter.serve(ensemble, host, port)
+
+
 @stack_app.command("compose-env")
 def stack_compose_env(
     example: Annotated[Path, typer.Option(help="The template.")] = Path(".env.example"),

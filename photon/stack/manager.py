@@ -1,4 +1,5 @@
 """The local stack: a ZooKeeper ensemble, Redis and an S3 endpoint on loopback,
+Prometheus and its exporters (:mod:`photon.stack.monitoring`) where installed,
 plus, with ``spark_cluster``, a Spark standalone master and its workers.
 
 ``LocalStack.up`` is idempotent: it starts only the services that are not
@@ -31,6 +32,12 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from photon.settings import PhotonSettings
 from photon.stack import process
+from photon.stack.monitoring import (
+    PrometheusService,
+    RedisExporterService,
+    ZooKeeperExporterService,
+    monitoring_services,
+)
 from photon.stack.ports import port_is_listening, require_free
 from photon.stack.redis_server import RedisService
 from photon.stack.s3 import S3Backend, S3Service, pick_backend
@@ -216,6 +223,7 @@ class LocalStack:
             services += [
                 SparkWorker(i, stack, self.root) for i in range(len(stack.spark_worker_ports))
             ]
+        services += monitoring_services(self.settings, self.root)
         return services
 
     def _start(
@@ -296,7 +304,16 @@ class LocalStack:
                     mode = service.mode()
                     modes.append(mode)
                     healthy, detail = mode in ("leader", "follower", "standalone"), mode
-                elif isinstance(service, RedisService | S3Service | SparkMaster | SparkWorker):
+                elif isinstance(
+                    service,
+                    RedisService
+                    | S3Service
+                    | SparkMaster
+                    | SparkWorker
+                    | PrometheusService
+                    | RedisExporterService
+                    | ZooKeeperExporterService,
+                ):
                     healthy, detail = service.check()
             if not healthy:
                 problems.append(f"{service.name}: {detail}")
@@ -329,6 +346,9 @@ class LocalStack:
             "s3_bucket": self.settings.s3.bucket,
             "s3_backend": backend,
         }
+        for service in self._services(backend):
+            if isinstance(service, PrometheusService):
+                endpoints["prometheus"] = service.url
         if self._spark_cluster:
             endpoints["spark_master"] = stack.spark_master_url
             endpoints["spark_master_ui"] = f"http://{stack.host}:{stack.spark_master_ui_port}"

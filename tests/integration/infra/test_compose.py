@@ -96,7 +96,7 @@ def test_config_passes_with_the_generated_env_and_names_the_missing_secrets_with
 def test_the_stack_has_every_part(services: dict[str, dict[str, Any]]) -> None:
     expected = {"zk1", "zk2", "zk3", "minio", "minio-init", "redis", "spark-master"}
     expected |= {"spark-worker1", "spark-worker2", "postgres", "airflow-init", "generator"}
-    expected |= {"prometheus", "grafana"}
+    expected |= {"prometheus", "grafana", "zk-exporter", "redis-exporter"}
     expected |= {f"airflow-{c}" for c in ("api-server", "scheduler", "dag-processor", "triggerer")}
     expected |= {f"{app}-{dc}" for app in ("query-reader", "joiner") for dc in ("a", "b")}
     assert set(services) == expected
@@ -274,8 +274,8 @@ def test_prometheus_scrapes_every_app_and_the_dashboard_uses_documented_metrics(
     """Prometheus's targets are the apps' metrics ports; Grafana's panels query only
     metrics docs/metrics.md names (or Prometheus's own ``up``)."""
     config = yaml.safe_load((REPO / "infra" / "prometheus" / "prometheus.yml").read_text())
-    targets = {t for job in config["scrape_configs"] for c in job["static_configs"]
-               for t in c["targets"]}  # fmt: skip
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    targets = {t for c in jobs["photon"]["static_configs"] for t in c["targets"]}
     expected = set()
     for name, service in services.items():
         if name.startswith(("joiner-", "query-reader-")):
@@ -286,6 +286,15 @@ def test_prometheus_scrapes_every_app_and_the_dashboard_uses_documented_metrics(
             expected.add(f"{name}:{settings.metrics_port(dc, app)}")
             assert settings.pipeline.metrics_bind_address == "0.0.0.0"
     assert targets == expected
+    # the registry, the cache and the object store, each through its service's port
+    for job, target in {
+        "zookeeper": "zk-exporter:9141",
+        "redis": "redis-exporter:9121",
+        "minio": "minio:9000",
+    }.items():
+        assert [t for c in jobs[job]["static_configs"] for t in c["targets"]] == [target]
+        assert target.partition(":")[0] in services
+    assert services["minio"]["environment"]["MINIO_PROMETHEUS_AUTH_TYPE"] == "public"
     documented = set(
         re.findall(r"^\| `(photon_[a-z_]+)`", (REPO / "docs" / "metrics.md").read_text(), re.M)
     )

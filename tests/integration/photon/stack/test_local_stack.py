@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 import socket
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -26,7 +32,10 @@ def test_up_yields_an_ensemble_with_exactly_one_leader(local_stack: LocalStack) 
     assert modes == ["follower", "follower", "leader"]
     status = local_stack.status()
     assert status.healthy, status.problems
-    assert {s.name for s in status.services} == {"zk1", "zk2", "zk3", "redis", "s3"}
+    assert {s.name for s in status.services} == {
+        *("zk1", "zk2", "zk3", "redis", "s3"),
+        *("prometheus", "redis-exporter", "zk-exporter"),
+    }
 
 
 def test_redis_answers_with_an_lru_memory_bound(local_stack: LocalStack) -> None:
@@ -175,3 +184,59 @@ def test_down_stops_everything_even_when_stderr_is_closed(
     report = stack.down(purge=True)
     assert sorted(report.stopped) == sorted(records)
     assert not any(process.is_running(r.identity) for r in records.values())
+
+
+def _prometheus(url: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{url}{path}", timeout=5) as answer:
+        return json.load(answer)["data"]
+
+
+def test_prometheus_scrapes_zookeeper_and_redis_and_loads_the_alert_rules(
+    local_stack: LocalStack,
+) -> None:
+    url = local_stack.status().endpoints["prometheus"]
+    rules = _prometheus(url, "/api/v1/rules")["groups"]
+    assert {r["name"] for g in rules for r in g["rules"]} >= {"PhotonAppDown", "PhotonDcLagging"}
+
+    def scraped(query: str) -> list[dict[str, Any]]:
+        for _ in range(120):  # the first scrapes come within 5 s, on a busy machine later
+            result: list[dict[str, Any]] = _prometheus(
+                url, "/api/v1/query?" + urllib.parse.urlencode({"query": query})
+            )["result"]
+            if result:
+                return result
+            time.sleep(0.5)
+        raise AssertionError(f"Prometheus has no {query}")
+
+    nodes = local_stack.settings.stack.zk_client_ports
+    up = scraped("zookeeper_up == 1")
+    assert sorted(int(r["metric"]["server"].rsplit(":", 1)[1]) for r in up) == sorted(nodes)
+    roles = scraped("zookeeper_server_state == 1")
+    assert sorted(r["metric"]["state"] for r in roles) == ["follower", "follower", "leader"]
+    assert [r["value"][1] for r in scraped("redis_up")] == ["1"]
+    assert [r["value"][1] for r in scraped("redis_config_maxmemory")] == [str(256 * 1024 * 1024)]
+
+
+def test_every_dashboard_query_is_valid_promql_and_the_registry_and_cache_panels_show_data(
+    local_stack: LocalStack,
+) -> None:
+    """Each Grafana panel query runs on the stack's Prometheus ($dc as "all"); those of
+    ZooKeeper and Redis have series (the apps' need a running pipeline)."""
+    url = local_stack.status().endpoints["prometheus"]
+    repo = Path(__file__).resolve().parents[4]
+    dashboard = json.loads((repo / "infra/grafana/dashboards/photon.json").read_text())
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["dc"]
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert any("photon_input_lag_seconds" in e for e in exprs)
+    for expr in exprs:
+        if expr.startswith(("photon", "up", "max by (dc", "sum by (dc", "histogram")):
+            assert '=~"$dc"' in expr, expr  # the DC picker applies to every app panel
+        query = urllib.parse.urlencode({"query": expr.replace("$dc", ".*")})
+        deadline = time.monotonic() + 60
+        while True:
+            result = _prometheus(url, f"/api/v1/query?{query}")["result"]
+            app_panel = "photon_" in expr or "job=" in expr
+            if result or app_panel or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)  # the exporters' first scrape
+        assert result or app_panel, expr
