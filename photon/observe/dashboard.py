@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from photon.observe.status import Snapshot
+from photon.observe.status import InputLag, Snapshot
 
 _LAGGING_S = 60.0
 _DC_ROWS = (
@@ -56,6 +56,15 @@ def _state(ok: bool, text: str) -> Text:
     return Text(text, style="green" if ok else "bold red")
 
 
+def _lag(lag: InputLag) -> Text:
+    """Bytes, files and seconds behind; "unknown" (red) when the app cannot say."""
+    if lag.bytes is None or lag.lag_s is None:
+        return _state(False, "unknown (app down)")
+    return _state(
+        lag.lag_s < _LAGGING_S, f"{_bytes(lag.bytes)}, {lag.files} files, {lag.lag_s:.1f} s"
+    )
+
+
 def render(snapshot: Snapshot) -> Group:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.at))
     title = Text.assemble(
@@ -71,14 +80,10 @@ def render(snapshot: Snapshot) -> Group:
         dcs.add_column(f"DC {name}", justify="right")
     rows: dict[str, list[Text | str]] = {label: [] for label in _DC_ROWS}
     for dc in snapshot.dcs.values():
-        clicks, queries = dc.input_lag["clicks"], dc.input_lag["queries"]
-        lag = clicks.lag_s or 0.0
         for app in ("query-reader", "joiner"):
             rows[app.replace("-", " ")].append(_state(dc.apps[app] == "up", dc.apps[app]))
-        rows["clicks behind"].append(
-            _state(lag < _LAGGING_S, f"{_bytes(clicks.bytes)}, {clicks.files} files, {lag:.1f} s")
-        )
-        rows["queries behind"].append(f"{_bytes(queries.bytes)}, {queries.files} files")
+        rows["clicks behind"].append(_lag(dc.input_lag["clicks"]))
+        rows["queries behind"].append(_lag(dc.input_lag["queries"]))
         rows["joined/s"].append(_number(dc.joined_per_s))
         rows["joined"].append(_number(dc.joined_total))
         rows["retries pending"].append(_number(dc.retries_pending))

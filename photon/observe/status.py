@@ -3,9 +3,11 @@
 :func:`collect` reads, each time it is called:
 
 * per DC — each app's Prometheus endpoint (up when it answers; its counters
-  and histograms), the apps' Spark checkpoints against the log heads (input
-  lag: bytes and files not committed yet; the joiner's lag in the logs' own
-  time, see :mod:`photon.join.backlog`);
+  and histograms, and its input lag gauges: bytes and files not committed yet,
+  seconds behind in the logs' own time, see :mod:`photon.join.backlog`). An app
+  that is down has an *unknown* lag, never 0; only an app whose metrics are off
+  (``pipeline.metrics_base_port = 0``) has its lag read here, from its
+  checkpoint, which works only where its state and logs are visible;
 * the registry — ``srvr`` and ``mntr`` of every ZooKeeper node (mode, znode
   count), the sharding epochs and each shard's ids and GC boundary;
 * the cache — Redis ``INFO`` (memory used, the limit) and the joiners' hit
@@ -41,13 +43,33 @@ APPS = (QUERY_READER, JOINER)
 
 @dataclass
 class InputLag:
-    bytes: int
-    files: int
-    lag_s: float | None  # the joiner's, in the logs' time; None for the query reader
+    """How far an app is behind its logs; all None when that cannot be known."""
+
+    bytes: int | None
+    files: int | None
+    lag_s: float | None  # in the logs' own time
+    #: "metrics": the app's own gauges; "checkpoint": read here, its metrics being off;
+    #: "unknown": the app is down or has not measured yet.
+    source: str
 
     @classmethod
-    def of(cls, backlog: Backlog, *, with_time: bool) -> InputLag:
-        return cls(backlog.bytes, backlog.files, backlog.lag_s if with_time else None)
+    def from_metrics(cls, page: Scrape | None, dc: str, app: str) -> InputLag:
+        values = []
+        for name in (f"photon_input_behind_{u}" for u in ("bytes", "files")):
+            samples = page.matching(name, dc=dc, app=app) if page else []
+            values.append(int(samples[0].value) if samples else None)
+        lag = page.matching("photon_input_lag_seconds", dc=dc, app=app) if page else []
+        if None in values or not lag:
+            return cls.unknown()
+        return cls(values[0], values[1], round(lag[0].value, 3), "metrics")
+
+    @classmethod
+    def from_checkpoint(cls, backlog: Backlog) -> InputLag:
+        return cls(backlog.bytes, backlog.files, round(backlog.lag_s, 3), "checkpoint")
+
+    @classmethod
+    def unknown(cls) -> InputLag:
+        return cls(None, None, None, "unknown")
 
 
 @dataclass
@@ -182,8 +204,8 @@ def _dc_status(
             for app in APPS
         },
         input_lag={
-            "queries": InputLag.of(query_reader_backlog(settings, dc), with_time=False),
-            "clicks": InputLag.of(joiner_backlog(settings, dc), with_time=True),
+            "queries": _input_lag(settings, dc, QUERY_READER, scrapes),
+            "clicks": _input_lag(settings, dc, JOINER, scrapes),
         },
         joined_total=joined,
         joined_per_s=rate,
@@ -196,6 +218,15 @@ def _dc_status(
         cache_hits=int(joiner.total("photon_cache_lookups_total", dc=dc, result="hit")),
         cache_misses=int(joiner.total("photon_cache_lookups_total", dc=dc, result="miss")),
     )
+
+
+def _input_lag(
+    settings: PhotonSettings, dc: str, app: str, scrapes: dict[str, Scrape | None]
+) -> InputLag:
+    if settings.metrics_port(dc, app) is None:
+        local = query_reader_backlog if app == QUERY_READER else joiner_backlog
+        return InputLag.from_checkpoint(local(settings, dc))
+    return InputLag.from_metrics(scrapes[app], dc, app)
 
 
 def _rounded(value: float | None) -> float | None:

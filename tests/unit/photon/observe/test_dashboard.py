@@ -19,10 +19,11 @@ pytestmark = pytest.mark.unit
 
 
 def dc(name: str, joiner: str = "up", lag_s: float = 1.0) -> DcStatus:
+    clicks = InputLag(4096, 2, lag_s, "metrics") if joiner == "up" else InputLag.unknown()
     return DcStatus(
         dc=name,
         apps={"query-reader": "up", "joiner": joiner},
-        input_lag={"queries": InputLag(2048, 1, None), "clicks": InputLag(4096, 2, lag_s)},
+        input_lag={"queries": InputLag(2048, 1, 0.5, "metrics"), "clicks": clicks},
         joined_total=12345,
         joined_per_s=321.5,
         retries_pending=7,
@@ -66,7 +67,9 @@ def test_a_healthy_platform_shows_every_measure() -> None:
 
 
 def test_a_down_joiner_or_a_leaderless_ensemble_needs_attention() -> None:
-    assert "NEEDS ATTENTION" in screen(snapshot(dc("a"), dc("b", joiner="down")))
+    text = screen(snapshot(dc("a"), dc("b", joiner="down")))
+    assert "NEEDS ATTENTION" in text
+    assert "unknown (app down)" in text  # a down app's lag is not "0 B": it cannot be known
     text = screen(snapshot(dc("a"), modes=("follower", "down", "follower")))
     assert "NEEDS ATTENTION" in text and "NOT one leader" in text
 
@@ -76,3 +79,22 @@ def test_the_json_form_carries_the_derived_flags() -> None:
     assert data["healthy"] is False
     assert data["dcs"]["a"]["up"] is True and data["dcs"]["b"]["up"] is False
     assert data["registry"]["healthy"] is True and data["registry"]["znodes"] == 120
+
+
+def test_input_lag_comes_from_the_apps_own_gauges_and_is_unknown_without_them() -> None:
+    from photon.observe.prom import parse
+
+    page = parse(
+        'photon_input_behind_bytes{dc="a",app="joiner"} 4096\n'
+        'photon_input_behind_files{dc="a",app="joiner"} 2\n'
+        'photon_input_lag_seconds{dc="a",app="joiner"} 75.25\n'
+        'photon_input_behind_bytes{dc="a",app="query-reader"} 10\n'
+    )
+    assert InputLag.from_metrics(page, "a", "joiner") == InputLag(4096, 2, 75.25, "metrics")
+    # the query reader's gauges are incomplete (not measured yet), the app down, another DC's
+    for lag in (
+        InputLag.from_metrics(page, "a", "query-reader"),
+        InputLag.from_metrics(None, "a", "joiner"),
+        InputLag.from_metrics(page, "b", "joiner"),
+    ):
+        assert lag == InputLag.unknown() and lag.bytes is None
