@@ -1,7 +1,9 @@
 """The verification batch job: ``spark-submit spark_apps/verify_output.py --start ... --end ...``.
 
-Spark reads every DC's click logs in parallel (one task per file) and keeps
-the clicks of the window once each; the rest is :func:`photon.ops.verify.verify`:
+Spark reads every DC's click logs in parallel (the files spread over up to 64
+tasks, each read with Arrow batches out: ``mapInArrow``) and keeps the clicks of
+the window once each (``dropDuplicates``): DataFrame operations only, which Spark
+Connect runs too. The rest is :func:`photon.ops.verify.verify`:
 output, registry and retry stores against those inputs, the Great
 Expectations suite, the report in the object store, token clearing.
 Exits 0 when verification passes, 1 when it fails (the report says why),
@@ -10,17 +12,48 @@ Exits 0 when verification passes, 1 when it fails (the report says why),
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
+import pyarrow as pa
 import typer
+from pyspark.sql import SparkSession
 
 from photon.ops.params import InvalidParamsError, resolve_window
 from photon.ops.verify import click_files, clicks_in_file, verify
 from photon.registry_access import connect_registry
 from photon.storage import ObjectStore
 from spark_apps.batch import ConfigOption, RunOption, batch_session, batch_settings
+
+_CLICKS = pa.schema([("click_id", pa.string()), ("query_id", pa.string())])
+
+
+def window_clicks(
+    spark: SparkSession, files: list[str], start_us: int, end_us: int
+) -> dict[str, str]:
+    """click_id -> query_id of every click in the window, once each (a click shipped twice
+    counts once), read by Spark tasks from ``files``."""
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                pairs = list(clicks_in_file(Path(path), start_us, end_us))
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([c for c, _ in pairs], pa.string()),
+                     pa.array([q for _, q in pairs], pa.string())],
+                    schema=_CLICKS,
+                )  # fmt: skip
+
+    table = (
+        spark.createDataFrame([(path,) for path in files], "path string")
+        .repartition(max(1, min(len(files), 64)))
+        .mapInArrow(read, "click_id string, query_id string")
+        .dropDuplicates(["click_id"])
+        .toArrow()
+    )
+    return dict(zip(table["click_id"].to_pylist(), table["query_id"].to_pylist(), strict=True))
 
 
 def main(
@@ -40,15 +73,7 @@ def main(
     spark = batch_session("photon-verify", settings)
     try:
         files = [str(path) for path in click_files(settings)]
-        start_us, end_us = window.start_us, window.end_us
-        clicks = (
-            spark.sparkContext.parallelize(files, max(1, min(len(files), 64)))
-            .flatMap(lambda path: clicks_in_file(Path(path), start_us, end_us))
-            .reduceByKey(lambda first, _: first)  # a click shipped twice counts once
-            .collect()
-            if files
-            else []
-        )
+        clicks = window_clicks(spark, files, window.start_us, window.end_us) if files else {}
     finally:
         spark.stop()
     store = ObjectStore.from_settings(settings)
@@ -62,7 +87,7 @@ def main(
             run=run,
             latency_bound_s=latency_bound_s,
             clear_tokens=clear_tokens,
-            inputs=dict(clicks),
+            inputs=clicks,
         )
     finally:
         registry.close()

@@ -31,7 +31,7 @@ fails the batch, which Spark runs again).
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -102,14 +102,17 @@ def decode(data: bytes) -> list[dict[str, Any]]:
     return rows
 
 
-def rows_under(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
-    """Every row of every object under ``prefix`` (objects deleted meanwhile are skipped)."""
-    rows: list[dict[str, Any]] = []
+def rows_by_object(store: ObjectStore, prefix: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(key, rows) of every object under ``prefix`` (objects deleted meanwhile are skipped)."""
     for key in store.keys(prefix):
         data = store.get(key)
         if data is not None:
-            rows += decode(data)
-    return rows
+            yield key, decode(data)
+
+
+def rows_under(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
+    """Every row of every object under ``prefix`` (objects deleted meanwhile are skipped)."""
+    return [row for _, rows in rows_by_object(store, prefix) for row in rows]
 
 
 class OutputWriter:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from photon.events.records import Stream
-from photon.join.output import rows_under
+from photon.join.output import rows_by_object, rows_under
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
 from photon.logs.scan import decoded_clicks
@@ -91,6 +91,8 @@ class Outputs:
     joined: list[dict[str, Any]]  # rows of clicks in the window, every DC
     unjoinable: set[str]
     too_old: set[str]
+    #: click_id -> the keys of the joined objects holding it (a duplicate: more than one)
+    joined_in: dict[str, list[str]] = field(default_factory=dict)
 
 
 def read_outputs(store: ObjectStore, window: Window) -> Outputs:
@@ -99,8 +101,14 @@ def read_outputs(store: ObjectStore, window: Window) -> Outputs:
             r["click_id"] for r in rows_under(store, prefix) if in_window(r["click_id"], window)
         }
 
-    joined = [r for r in rows_under(store, "joined/") if in_window(r["click_id"], window)]
-    return Outputs(joined, ids_under("unjoinable/"), ids_under("too_old/"))
+    joined: list[dict[str, Any]] = []
+    joined_in: dict[str, list[str]] = {}
+    for key, rows in rows_by_object(store, "joined/"):
+        for row in rows:
+            if in_window(row["click_id"], window):
+                joined.append(row)
+                joined_in.setdefault(row["click_id"], []).append(key)
+    return Outputs(joined, ids_under("unjoinable/"), ids_under("too_old/"), joined_in)
 
 
 def pending_retries(settings: PhotonSettings) -> set[str]:
@@ -139,6 +147,8 @@ class Completeness:
     complete_pct: float
     missing_sample: list[str] = field(default_factory=list)
     lost_sample: list[str] = field(default_factory=list)
+    #: each duplicated click_id with the object keys that hold it, for on-call to look at
+    duplicate_sample: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -179,6 +189,10 @@ def completeness(
         complete_pct=100.0 if not joinable else round(100.0 * done / len(joinable), 4),
         missing_sample=missing[:sample],
         lost_sample=lost[:sample],
+        duplicate_sample=[
+            {"click_id": click, "objects": sorted(outputs.joined_in.get(click, []))}
+            for click in sorted(c for c, n in counts.items() if n > 1)[:sample]
+        ],
     )
 
 
@@ -278,7 +292,8 @@ class VerifyReport:
 
     @property
     def passed(self) -> bool:
-        return self.completeness.complete and all(e.success for e in self.expectations)
+        c = self.completeness
+        return c.complete and c.duplicates == 0 and all(e.success for e in self.expectations)
 
     @property
     def failures(self) -> list[str]:
@@ -289,6 +304,12 @@ class VerifyReport:
         ]
         c = self.completeness
         failed += [f"{n} {what}" for n, what in ((c.missing, "missing"), (c.lost, "lost")) if n]
+        if c.duplicate_sample:
+            first = c.duplicate_sample[0]
+            failed.append(
+                f"{c.duplicates} duplicate rows: e.g. {first['click_id']} in "
+                + ", ".join(first["objects"])
+            )
         return failed
 
     def to_dict(self) -> dict[str, Any]:
@@ -316,7 +337,18 @@ def render_html(report: VerifyReport) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
         for k, v in data["completeness"].items()
+        if k != "duplicate_sample"
     )
+    duplicates = "".join(
+        f"<tr><td>{html.escape(d['click_id'])}</td>"
+        f"<td>{'<br>'.join(html.escape(k) for k in d['objects'])}</td></tr>"
+        for d in report.completeness.duplicate_sample
+    )
+    if duplicates:
+        rows += (
+            "</table><h2>Duplicated clicks and the objects holding them</h2>"
+            f"<table><tr><th>click_id</th><th>objects</th></tr>{duplicates}"
+        )
     expectations = "".join(_expectation_row(e) for e in report.expectations)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Photon verification {html.escape(report.run)}</title>

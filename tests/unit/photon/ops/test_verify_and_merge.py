@@ -42,11 +42,16 @@ def test_completeness_counts_each_kind_of_click_once() -> None:
         joined=[row(0), row(1), row(1, dc="b"), row(2, query=7), row(42)],
         unjoinable={cid(3)},
         too_old={cid(4)},
+        joined_in={cid(1): ["joined/dc=b/y/3.parquet", "joined/dc=a/x/1.parquet"]},
     )
     registered = {cid(0): "", cid(1): "a/x/1", cid(5): "a/x/2", cid(42): "b/y/1"}
     result = completeness(inputs, outputs, registered, pending={cid(6)})
     assert (result.input_clicks, result.joined, result.output_rows) == (10, 4, 5)
     assert result.duplicates == 1 and result.wrong_query == 1 and result.unexpected == 1
+    # a duplicate is named with the objects that hold it
+    assert result.duplicate_sample == [
+        {"click_id": cid(1), "objects": ["joined/dc=a/x/1.parquet", "joined/dc=b/y/3.parquet"]}
+    ]
     assert (result.unjoinable, result.too_old, result.pending) == (1, 1, 1)
     assert result.lost == 1 and result.lost_sample == [cid(5)]  # registered, in no output
     assert result.missing == 4  # 5, 7, 8, 9: in no output and not pending
@@ -78,6 +83,18 @@ def test_the_html_report_says_passed_or_failed_and_escapes_values() -> None:
     assert report.failures == ["expect_column_values_to_be_unique(click_id): 2 unexpected"]
     assert report.to_dict()["passed"] is False
     assert isinstance(report.completeness, Completeness)
+
+
+def test_a_duplicate_is_reported_with_the_objects_that_hold_it() -> None:
+    keys = ["joined/dc=a/x/1.parquet", "joined/dc=b/y/<3>.parquet"]
+    outputs = Outputs([row(1), row(1, dc="b")], set(), set(), {cid(1): keys})
+    result = completeness({cid(1): qid(1)}, outputs, {cid(1): "a/x/1"}, set())
+    report = VerifyReport("run-2", "s", "e", result, [])
+    assert not report.passed  # by itself, whatever the GX suite says
+    assert report.failures == [f"1 duplicate rows: e.g. {cid(1)} in {keys[0]}, {keys[1]}"]
+    page = render_html(report)
+    assert "Duplicated clicks and the objects holding them" in page
+    assert "joined/dc=b/y/&lt;3&gt;.parquet" in page and "<3>" not in page
 
 
 def test_merge_drops_expired_entries_missing_files_and_duplicates() -> None:
