@@ -30,18 +30,20 @@ install: system-deps $(STAMP)
 system-deps:
 	./infra/install-system-deps.sh
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt locks/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(UV)
 	# Bytecode compiled once here (pip's default, not uv's): where PYTHONDONTWRITEBYTECODE
 	# is set, every process (each Spark worker, each CLI call) compiled what it imported.
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[dev]'
+	# Every package from the hashed lock (a changed file is refused), then the project.
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --require-hashes -r locks/dev.txt
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -e .
 	$(BIN)/python -m compileall -q photon spark_apps registry dags plugins
 	# Spark drivers start in half the time with it; without one they start as before.
 	$(BIN)/python -m spark_apps.class_archive || echo "no class archive: Spark drivers load their classes themselves"
 	touch $(STAMP)
 
-lock:                               ## re-resolve pyproject.toml and rewrite constraints.txt
+lock:                               ## re-resolve pyproject.toml: constraints.txt, then the hashed locks
 	rm -rf .lock-venv
 	$(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
@@ -50,6 +52,14 @@ lock:                               ## re-resolve pyproject.toml and rewrite con
 	  | grep -v '^photon-streams'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	rm -rf .lock-venv
+	# One hashed lock per role (docs/deploy.md, "What each image installs"), all at
+	# constraints.txt's versions.
+	$(BIN)/uv pip compile pyproject.toml --extra pipeline -c constraints.txt --generate-hashes \
+	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/pipeline.txt
+	$(BIN)/uv pip compile pyproject.toml --extra airflow --extra verify -c constraints.txt --generate-hashes \
+	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/airflow.txt
+	$(BIN)/uv pip compile pyproject.toml --extra dev -c constraints.txt --generate-hashes \
+	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/dev.txt
 
 clean:                              ## remove the virtualenv and local state
 	-[ -x $(BIN)/photon ] && $(BIN)/photon down --purge

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from photon.chaos.analysis import CatchUp, JoinTimes, Sample
+from photon.extras import require
 
 
 def draw(
@@ -29,6 +30,7 @@ def draw(
     catch_up: CatchUp | None,
     directory: Path,
 ) -> list[Path]:
+    require("matplotlib", "verify", "drawing the chaos report's charts")
     import matplotlib
 
     matplotlib.use("Agg")  # no display: files only

@@ -30,6 +30,7 @@ from photon.cli.cluster_cmds import cluster_app
 from photon.cli.common import JsonOption, err, out, settings_of
 from photon.cli.registry_cmds import registry_app
 from photon.events.records import Stream
+from photon.extras import MissingExtraError
 from photon.gen.model import GenConfig
 from photon.gen.simulator import LogsNotEmptyError, load_manifest, simulate, write
 from photon.join.audit import Audit, audit
@@ -86,6 +87,7 @@ USER_ERRORS = (
     InvalidEventIdError,
     InvalidTokenError,
     PipelinesBehindError,
+    MissingExtraError,
 )
 
 

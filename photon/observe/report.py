@@ -36,6 +36,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from photon.extras import require
 from photon.observe.prom import bucket_quantile
 
 
@@ -181,6 +182,7 @@ def build_tables(records: list[dict[str, Any]], dcs: list[str]) -> list[Table]:
 
 def draw(tables: list[Table], out: Path) -> list[Path]:
     """One PNG per table, ``fig<N>.png``."""
+    require("matplotlib", "verify", "drawing the report's figures")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from photon.events.records import Stream
+from photon.extras import require
 from photon.join.output import rows_by_object, rows_under
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
@@ -229,6 +230,7 @@ def run_expectations(
     frame: Any, *, latency_bound_s: float, max_clock_skew_s: float
 ) -> list[ExpectationOutcome]:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    require("great_expectations", "verify", "verification's expectation suite")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 

@@ -19,6 +19,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from photon.extras import require
 from photon.settings import S3Settings, StackSettings
 
 if TYPE_CHECKING:
@@ -28,7 +29,10 @@ S3Backend = Literal["minio", "moto"]
 
 
 def pick_backend() -> S3Backend:
-    return "minio" if shutil.which("minio") else "moto"
+    if shutil.which("minio"):
+        return "minio"
+    require("moto", "stack", "the local stack's S3 endpoint (no `minio` binary on PATH)")
+    return "moto"
 
 
 def s3_client(

@@ -137,7 +137,9 @@ def test_the_clusters_spark_is_the_pinned_pyspark(services: dict[str, dict[str, 
     )  # fmt: skip
     assert pins["pyspark"] == pins["pyspark-client"]
     dockerfile = (REPO / "infra" / "photon" / "Dockerfile").read_text()
-    assert "-c constraints.txt" in dockerfile
+    assert "--require-hashes -r locks/pipeline.txt" in dockerfile
+    lock = (REPO / "locks" / "pipeline.txt").read_text()
+    assert f"pyspark=={pins['pyspark']} \\" in lock  # the same Spark as the lock's
     for name in ("spark-master", "spark-worker1", "spark-worker2"):
         role = "master" if name == "spark-master" else "worker"
         assert services[name]["build"]["dockerfile"] == "infra/photon/Dockerfile"
