@@ -284,6 +284,14 @@ class PipelineSettings(_Section):
     #: Where the metrics endpoints listen. Unset: the stack's (loopback) host. In compose,
     #: 0.0.0.0 inside each container, so that Prometheus can scrape them.
     metrics_bind_address: str | None = None
+    #: The Spark UI of each DC's application (natively one holds the DC's query reader
+    #: and joiner): the i-th DC's on base + i, on driver_bind_address; batch jobs take
+    #: the next port Spark finds free above the DCs'. 0: no UI (docs/operations.md).
+    spark_ui_base_port: Annotated[int, Field(ge=0, le=65535)] = 4040
+    #: Spark's event log of every application (what a history server shows), rolled
+    #: every 64 MiB. Unset: <state_root>/spark-events.
+    event_log: bool = True
+    event_log_dir: Path | None = None
 
     @field_validator("spark_master")
     @classmethod
@@ -573,6 +581,23 @@ class PhotonSettings(BaseSettings):
         if port > 65535:
             raise SettingsError(f"pipeline.metrics_base_port {base} leaves no port for DC {dc}")
         return port
+
+    def spark_ui_port(self, dc: str | None) -> int | None:
+        """The Spark UI port of ``dc``'s app; ``None``: a batch job's first try; no UI: 0."""
+        base = self.pipeline.spark_ui_base_port
+        if base == 0:
+            return 0
+        port = base + (len(self.dcs) if dc is None else self.dcs.index(dc))
+        if port > 65535:
+            raise SettingsError(f"pipeline.spark_ui_base_port {base} leaves no port for {dc}")
+        return port
+
+    @property
+    def spark_event_log_dir(self) -> Path | None:
+        """Where Spark writes its event logs (None: off)."""
+        if not self.pipeline.event_log:
+            return None
+        return self.pipeline.event_log_dir or self.pipeline_root / "spark-events"
 
     def pipeline_dir(self, dc: str, app: str) -> Path:
         """The local state of one DC's app: checkpoint, retry store, attempt name."""

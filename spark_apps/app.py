@@ -96,7 +96,12 @@ def run_apps(
         serve_metrics(settings, stream.parts.dc, stream.app)
         log.info("app.start", app=stream.app, dc=stream.parts.dc, attempt=stream.parts.attempt,
                  logs=str(stream.parts.logs_dir))  # fmt: skip
-    spark = photon_session(session_name, settings.pipeline)
+    spark = photon_session(
+        session_name,
+        settings.pipeline,
+        ui_port=settings.spark_ui_port(streams[0].parts.dc) or 0,
+        event_log_dir=settings.spark_event_log_dir,
+    )
     results: dict[str, streaming.RunSummary] = {}
     errors: list[BaseException] = []
     try:

@@ -44,4 +44,9 @@ def batch_settings(config: Path | None) -> PhotonSettings:
 
 
 def batch_session(app_name: str, settings: PhotonSettings) -> SparkSession:
-    return submitted_session(app_name, settings.pipeline)
+    return submitted_session(
+        app_name,
+        settings.pipeline,
+        ui_port=settings.spark_ui_port(None) or 0,
+        event_log_dir=settings.spark_event_log_dir,
+    )

@@ -3,8 +3,10 @@ the settings put it (loopback natively), a bounded share of a standalone cluster
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
+from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -14,8 +16,15 @@ from spark_apps.class_archive import with_class_archive
 from spark_apps.growing_log_source import GrowingLogDataSource
 
 
-def session_conf(pipeline: PipelineSettings, master: str) -> dict[str, str]:
-    """The configuration both the streaming apps and the batch jobs start with."""
+def session_conf(
+    pipeline: PipelineSettings,
+    master: str,
+    *,
+    ui_port: int = 0,
+    event_log_dir: Path | None = None,
+) -> dict[str, str]:
+    """The configuration both the streaming apps and the batch jobs start with; the UI
+    on ``ui_port`` (0: none), the event log in ``event_log_dir`` (None: none)."""
     conf = {
         "spark.driver.host": pipeline.driver_host,
         "spark.driver.bindAddress": pipeline.driver_bind_address,
@@ -23,6 +32,24 @@ def session_conf(pipeline: PipelineSettings, master: str) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
     }
+    if ui_port:
+        conf |= {
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(ui_port),
+            # A stream runs for days: the UI keeps its recent past, not all of it.
+            "spark.ui.retainedJobs": "200",
+            "spark.ui.retainedStages": "200",
+            "spark.sql.ui.retainedExecutions": "200",
+            "spark.sql.streaming.numRecentProgressUpdates": "100",
+        }
+    if event_log_dir is not None:
+        conf |= {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": event_log_dir.resolve().as_uri(),
+            "spark.eventLog.rolling.enabled": "true",
+            "spark.eventLog.rolling.maxFileSize": "64m",
+            "spark.eventLog.compress": "true",
+        }
     if master.startswith("spark://"):
         # Unbounded, the first app on a standalone master takes every core and the rest wait.
         conf |= {
@@ -38,17 +65,38 @@ def driver_java_options(pipeline: PipelineSettings) -> str:
     return with_class_archive(pipeline.driver_java_options, pipeline.class_archive)
 
 
-def use_project_interpreter() -> None:
+def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
     # Executors must run this interpreter: it has the project and pyarrow (docs/deploy.md).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if pipeline is not None and ipaddress.ip_address(pipeline.driver_bind_address).is_loopback:
+        # Spark's UI binds SPARK_LOCAL_IP, else every address: natively it stays on loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", pipeline.driver_bind_address)
 
 
-def photon_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
+def prepared_event_log(event_log_dir: Path | None) -> Path | None:
+    """The event log directory, made if missing (Spark refuses a missing one)."""
+    if event_log_dir is not None:
+        event_log_dir.mkdir(parents=True, exist_ok=True)
+    return event_log_dir
+
+
+def photon_session(
+    app_name: str,
+    pipeline: PipelineSettings,
+    *,
+    ui_port: int = 0,
+    event_log_dir: Path | None = None,
+) -> SparkSession:
     """The session of a long-running app, on ``pipeline.spark_master``."""
-    use_project_interpreter()
+    use_project_interpreter(pipeline)
     builder = SparkSession.builder.appName(app_name).master(pipeline.spark_master)
-    conf = session_conf(pipeline, pipeline.spark_master) | {
+    conf = session_conf(
+        pipeline,
+        pipeline.spark_master,
+        ui_port=ui_port,
+        event_log_dir=prepared_event_log(event_log_dir),
+    ) | {
         "spark.sql.streaming.stopTimeout": "30s",
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": driver_java_options(pipeline),
@@ -61,9 +109,15 @@ def photon_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
     return spark
 
 
-def submitted_session(app_name: str, pipeline: PipelineSettings) -> SparkSession:
+def submitted_session(
+    app_name: str,
+    pipeline: PipelineSettings,
+    *,
+    ui_port: int = 0,
+    event_log_dir: Path | None = None,
+) -> SparkSession:
     """A batch job's session: spark-submit's master and ``--conf`` win over the settings."""
-    use_project_interpreter()
+    use_project_interpreter(pipeline)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Under spark-submit its JVM holds --master and --conf; a SparkConf sees them
         # only once the gateway to that JVM is up (before, it is an empty Python dict).
@@ -74,9 +128,9 @@ def submitted_session(app_name: str, pipeline: PipelineSettings) -> SparkSession
     if not submitted.contains("spark.master"):
         builder = builder.master(master)
     # Run directly (no spark-submit), this builder starts the driver JVM: its options count.
-    conf = session_conf(pipeline, master) | {
-        "spark.driver.extraJavaOptions": driver_java_options(pipeline)
-    }
+    conf = session_conf(
+        pipeline, master, ui_port=ui_port, event_log_dir=prepared_event_log(event_log_dir)
+    ) | {"spark.driver.extraJavaOptions": driver_java_options(pipeline)}
     for key, value in conf.items():
         if not submitted.contains(key):
             builder = builder.config(key, value)

@@ -30,6 +30,7 @@ _DC_ROWS = (
     "quarantined",
     "latency p50",
     "latency p90",
+    "Spark UI",
 )
 
 
@@ -91,6 +92,7 @@ def render(snapshot: Snapshot) -> Group:
         rows["quarantined"].append(_number(dc.quarantined_total))
         rows["latency p50"].append(_number(dc.latency_p50_s, " s"))
         rows["latency p90"].append(_number(dc.latency_p90_s, " s"))
+        rows["Spark UI"].append(dc.spark_ui or "-")
     for label, cells in rows.items():
         dcs.add_row(label, *cells)
     registry = snapshot.registry

@@ -23,7 +23,9 @@ an ``error``), because a dashboard that raises at 3 a.m. shows nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +89,8 @@ class DcStatus:
     latency_p90_s: float | None
     cache_hits: int
     cache_misses: int
+    #: The DC's Spark application UI, when it answers there (pipeline.spark_ui_base_port)
+    spark_ui: str | None = None
 
     @property
     def up(self) -> bool:
@@ -217,6 +221,7 @@ def _dc_status(
         latency_p90_s=_rounded(joiner.quantile(latency, 0.9, dc=dc)),
         cache_hits=int(joiner.total("photon_cache_lookups_total", dc=dc, result="hit")),
         cache_misses=int(joiner.total("photon_cache_lookups_total", dc=dc, result="miss")),
+        spark_ui=spark_ui(settings, dc),
     )
 
 
@@ -227,6 +232,22 @@ def _input_lag(
         local = query_reader_backlog if app == QUERY_READER else joiner_backlog
         return InputLag.from_checkpoint(local(settings, dc))
     return InputLag.from_metrics(scrapes[app], dc, app)
+
+
+def spark_ui(settings: PhotonSettings, dc: str, timeout_s: float = 1.0) -> str | None:
+    """The UI of ``dc``'s Spark application, when the one on its port is that DC's."""
+    port = settings.spark_ui_port(dc)
+    if not port:
+        return None
+    url = f"http://{settings.stack.host}:{port}"
+    try:
+        applications = f"{url}/api/v1/applications"  # http on the stack host: no file:
+        with urllib.request.urlopen(applications, timeout=timeout_s) as answer:  # noqa: S310
+            apps = json.load(answer)
+    except (OSError, ValueError):
+        return None
+    mine = any(str(a.get("name", "")).endswith(f"-{dc}") for a in apps)
+    return url if mine else None
 
 
 def _rounded(value: float | None) -> float | None:

@@ -116,9 +116,11 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     base = _free_run_of_ports(4)
+    ui_base = _free_run_of_ports(3)  # each DC's Spark UI; the third: not another's
     recorded = tmp_path / "run"
     env = env | {
         "PHOTON_PIPELINE__METRICS_BASE_PORT": str(base),
+        "PHOTON_PIPELINE__SPARK_UI_BASE_PORT": str(ui_base),
         # Each DC joins the clicks it prefers, however far behind the other it runs: on a
         # slow machine a DC late by more than the grace joined none (the other took them
         # all), and it has latencies and rates to show only if it joins some.
@@ -179,6 +181,14 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
             for counted in ("retries_pending", "unjoinable_total", "quarantined_total"):
                 assert isinstance(dc[counted], int) and dc[counted] >= 0
         assert any(d["joined_per_s"] > 0 for d in data["dcs"].values())
+        # Each DC's Spark UI, on loopback, linked from the status; its event log written.
+        for i, name in enumerate(("a", "b")):
+            ui = data["dcs"][name]["spark_ui"]
+            assert ui == f"http://127.0.0.1:{ui_base + i}", data["dcs"][name]
+            with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=10) as answer:
+                assert [a["name"] for a in json.load(answer)] == [f"photon-pipeline-{name}"]
+        events = Path(env["PHOTON_PIPELINE__STATE_ROOT"]) / "spark-events"
+        assert len([p for p in events.rglob("*") if p.is_file()]) >= 2, events
         registry = data["registry"]
         assert registry["healthy"] and registry["error"] is None
         assert sorted(n["mode"] for n in registry["nodes"]) == ["follower", "follower", "leader"]
@@ -191,7 +201,8 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
         screen, status = dashboard_screen(env, seconds=5)
         assert status == 0, screen[-2000:]
         for shown in ("Photon status", "DC a", "DC b", "joined/s", "latency p90", "leader",
-                      "follower", "shards per epoch", "hit ratio", "memory used"):  # fmt: skip
+                      "follower", "shards per epoch", "hit ratio", "memory used",
+                      "Spark UI", f"127.0.0.1:{ui_base}"):  # fmt: skip
             assert shown in screen, (shown, screen[-3000:])
 
         # Every documented metric, from the app the doc names.

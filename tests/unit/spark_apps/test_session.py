@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from photon.settings import PipelineSettings
-from spark_apps.session import session_conf
+from photon.settings import PhotonSettings, PipelineSettings
+from spark_apps.session import session_conf, use_project_interpreter
 
 pytestmark = pytest.mark.unit
 
@@ -28,3 +31,31 @@ def test_on_a_standalone_master_each_app_takes_a_bounded_share() -> None:
     assert conf["spark.cores.max"] == conf["spark.executor.cores"] == "2"
     assert conf["spark.executor.memory"] == "768m"
     assert (conf["spark.driver.host"], conf["spark.driver.bindAddress"]) == ("joiner-a", "0.0.0.0")
+
+
+def test_the_ui_and_the_event_log_when_asked_for(tmp_path: Path) -> None:
+    conf = session_conf(
+        PipelineSettings(), "local[*]", ui_port=4041, event_log_dir=tmp_path / "events"
+    )
+    assert (conf["spark.ui.enabled"], conf["spark.ui.port"]) == ("true", "4041")
+    assert int(conf["spark.ui.retainedJobs"]) <= 1000  # a stream's UI keeps its recent past
+    assert conf["spark.eventLog.enabled"] == "true"
+    assert conf["spark.eventLog.dir"] == (tmp_path / "events").as_uri()
+    assert conf["spark.eventLog.rolling.enabled"] == "true"
+
+
+def test_each_dc_has_its_ui_port_and_batch_jobs_the_next_and_zero_turns_them_off() -> None:
+    settings = PhotonSettings(dcs=["a", "b"], pipeline={"spark_ui_base_port": 5050})  # type: ignore[arg-type]
+    assert [settings.spark_ui_port(dc) for dc in ("a", "b", None)] == [5050, 5051, 5052]
+    off = PhotonSettings(pipeline={"spark_ui_base_port": 0, "event_log": False})  # type: ignore[arg-type]
+    assert off.spark_ui_port("a") == 0 and off.spark_event_log_dir is None
+    assert settings.spark_event_log_dir == settings.pipeline_root / "spark-events"
+
+
+def test_the_ui_binds_loopback_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    use_project_interpreter(PipelineSettings())
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    monkeypatch.delenv("SPARK_LOCAL_IP")
+    use_project_interpreter(PipelineSettings(driver_bind_address="0.0.0.0"))  # compose
+    assert "SPARK_LOCAL_IP" not in os.environ
