@@ -179,8 +179,9 @@ def run(
 ) -> RunSummary:
     """Stream until ``stop`` is set, the query ends or fails, or (``until_idle_s``) idleness.
 
-    ``watch`` is called every trigger interval, between batches and during them (the
-    app's lag gauges); its errors are logged, never the stream's.
+    ``watch`` is called every trigger interval from a thread of its own, between
+    batches and during them, however long one hangs (the app's lag gauges: a hung
+    joiner must still show its lag growing); its errors are logged, never the stream's.
     """
     summary = RunSummary()
     last_data = [time.monotonic()]  # when a batch last brought lines (set by batches)
@@ -194,12 +195,47 @@ def run(
         summary.lines += len(lines)
 
     options.directory.mkdir(parents=True, exist_ok=True)
+    ended = threading.Event()
+    if watch is not None:
+        threading.Thread(
+            target=_keep_calling,
+            args=(watch, options.trigger_s, ended),
+            name=f"watch-{query_name}",
+            daemon=True,
+        ).start()
+    try:
+        return _run_query(
+            spark, options, on_batch, query_name, stop, idle, settled, last_data, summary
+        )
+    finally:
+        ended.set()
+
+
+def _keep_calling(watch: Callable[[], Any], every_s: float, ended: threading.Event) -> None:
+    while not ended.wait(every_s):
+        try:
+            watch()
+        except Exception as exc:  # a gauge not updated is not worth the stream
+            log.warning("stream.watch_failed", error=str(exc)[:300])
+
+
+def _run_query(
+    spark: SparkSession,
+    options: StreamOptions,
+    on_batch: Callable[[DataFrame, int], None],
+    query_name: str,
+    stop: Stop,
+    idle: Callable[[], Any] | None,
+    settled: Callable[[], bool],
+    last_data: list[float],
+    summary: RunSummary,
+) -> RunSummary:
     restarts = 0
     while True:
         query = _start(spark, options, on_batch, query_name)
         log.info("stream.started", query=query_name)  # the chaos harness waits for this line
         try:
-            summary.stopped_by = _watch(query, options, stop, idle, settled, last_data, watch)
+            summary.stopped_by = _watch(query, options, stop, idle, settled, last_data)
         finally:
             if query.isActive:
                 query.stop()
@@ -265,7 +301,6 @@ def _watch(
     idle: Callable[[], Any] | None,
     settled: Callable[[], bool],
     last_data: list[float],
-    watch: Callable[[], Any] | None = None,
 ) -> str:
     """Until a signal, the query's end, or (``until_idle_s``) idleness; says which."""
     busy_at = time.monotonic()
@@ -275,11 +310,6 @@ def _watch(
             return stop.reason
         if not query.isActive:
             return "query ended"
-        if watch is not None:
-            try:
-                watch()
-            except Exception as exc:  # a gauge not updated is not worth the stream
-                log.warning("stream.watch_failed", error=str(exc)[:300])
         if idle is not None:
             idle()
         status = query.status

@@ -100,7 +100,8 @@ class PrometheusService:
                         {"targets": [f"{host}:{port}"], "labels": {"app": app, "dc_service": dc}}
                     )
         jobs: list[dict[str, object]] = [
-            {"job_name": "photon", "static_configs": apps},
+            # the apps' own dc/app labels win (one process serves both of a DC's apps)
+            {"job_name": "photon", "honor_labels": True, "static_configs": apps},
             {
                 "job_name": "redis",
                 "static_configs": [{"targets": [f"{host}:{self.stack.redis_exporter_port}"]}],

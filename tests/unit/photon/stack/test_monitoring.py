@@ -31,6 +31,8 @@ def test_native_prometheus_scrapes_what_compose_does_with_the_same_rules(tmp_pat
     # MinIO is compose's only: the native S3 stand-in may be moto, which has no metrics
     assert set(native_jobs) - {"prometheus"} == set(compose_jobs) - {"minio"}
     assert _labels(native_jobs["photon"]) == _labels(compose_jobs["photon"])
+    # the series' own app label wins over the target's: no exported_app relabelling
+    assert native_jobs["photon"]["honor_labels"] is compose_jobs["photon"]["honor_labels"] is True
     targets = sorted(c["targets"][0] for c in native_jobs["photon"]["static_configs"])
     assert targets == [f"127.0.0.1:{p}" for p in (9410, 9411, 9412, 9413)]
     assert config["rule_files"] == [str(RULES_FILE)]
