@@ -106,6 +106,7 @@ SCHEDULE_FIRST = (
     "tests/e2e/test_airflow_ui.py",
     "tests/e2e/test_chaos.py",
     "tests/e2e/test_status.py",
+    "tests/e2e/test_alerts.py",
 )
 
 
