@@ -37,7 +37,7 @@ from photon.join.audit import Audit, audit
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
 from photon.observe.recorder import METRICS_FILE, read_records
-from photon.observe.report import ReportError
+from photon.observe.report import AUDIT_FILE, ReportError
 from photon.observe.report import write as report_write
 from photon.ops.reshard import PipelinesBehindError
 from photon.pipeline import PipelineError, reset_state
@@ -452,8 +452,10 @@ def report(
         raise typer.BadParameter(f"{run / METRICS_FILE} does not exist", param_hint="--run")
     records = read_records(run)
     dcs = sorted(records[-1]["status"]["dcs"]) if records else []
+    audit_path = run / AUDIT_FILE
+    audit = json.loads(audit_path.read_text()) if audit_path.is_file() else None
     try:
-        page = report_write(records, dcs, out_dir or run / "report", source=str(run))
+        page = report_write(records, dcs, out_dir or run / "report", source=str(run), audit=audit)
     except ReportError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -544,8 +546,14 @@ def demo(
         _print_audit(result, summary)
         if record_dir is not None:
             out.rule("4. the run's report (the paper's figures, redrawn)")
+            # kept beside the metrics: `photon report --run` shows the verdict again
+            (record_dir / AUDIT_FILE).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
             page = report_write(
-                read_records(record_dir), settings.dcs, record_dir / "report", source="photon demo"
+                read_records(record_dir),
+                settings.dcs,
+                record_dir / "report",
+                source="photon demo",
+                audit=result.to_dict(),
             )
             out.print(f"report: {page}  (open it in a browser)")
         out.rule("5. stack status")

@@ -82,3 +82,61 @@ def test_the_page_has_every_chart_and_its_numbers(tmp_path: Path) -> None:
 def test_a_torn_last_line_is_left_out(tmp_path: Path) -> None:
     (tmp_path / "metrics.jsonl").write_text('{"t": 1, "apps": {}}\n{"t": 2, "ap')
     assert read_records(tmp_path) == [{"t": 1, "apps": {}}]
+
+
+AUDIT = {
+    "expected_joins": 902, "joined": 902, "duplicates": 0, "missing": 0, "unexpected": 0,
+    "wrong_query": 0, "never_joinable": 28, "joined_by_dc": {"a": 500, "b": 402},
+    "unjoinable_by_dc": {"a": 28, "b": 28}, "quarantined_by_dc": {"a": 3, "b": 2},
+    "exactly_once": True,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("audit", "verdict"),
+    [
+        (AUDIT, "Verdict: exactly once"),
+        (AUDIT | {"missing": 9, "exactly_once": False}, "Verdict: NOT exactly once"),
+        (None, "No audit for this run"),
+    ],
+)
+def test_the_page_opens_with_its_verdict_and_audit(
+    tmp_path: Path, audit: dict[str, Any] | None, verdict: str
+) -> None:
+    text = write(records(), ["a"], tmp_path, source="unit", audit=audit).read_text()
+    assert verdict in text
+    assert text.index(verdict) < text.index("<h2>")  # before any figure
+    if audit is not None:
+        assert text.index("joined, once each") < text.index("<h2>")
+        assert f"<td>{audit['missing']}</td>" in text
+
+
+def test_every_chart_has_labelled_axes_wall_clock_time_and_readable_legends() -> None:
+    from photon.observe.report import figures, legend_name
+
+    assert legend_name("p90_s_a", ["a", "b"]) == "DC a"
+    assert legend_name("wasted_share_pct", ["a"]) == "wasted share of joins (%)"
+    tables = build_tables(records(), ["a"])
+    for table, fig in zip(tables, figures(tables, ["a"], started_at=1_800_000_000), strict=True):
+        ax = fig.axes[0]
+        assert ax.get_xlabel() and ax.get_ylabel(), table.figure
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend and not any("_" in name for name in legend), (table.figure, legend)
+        if table.figure != 11:
+            assert ax.get_xlabel() == "time (UTC)"
+            fig.canvas.draw()  # tick labels are made when drawn
+            ticks = [t.get_text() for t in ax.get_xticklabels()]
+            assert any(":" in tick for tick in ticks), ticks  # HH:MM:SS
+    twelve = next(f for t, f in zip(tables, figures(tables, ["a"]), strict=True) if t.figure == 12)
+    assert twelve.axes[1].get_ylabel() == "share of joins (%)"  # a share on its own axis
+
+
+def test_the_start_up_and_old_logs_are_marked() -> None:
+    from photon.observe.report import periods
+
+    lines = records()
+    lines[1]["apps"]["a/joiner"][0][2] = 0  # nothing joined in the first interval
+    lines[2]["status"]["dcs"]["a"]["input_lag"]["clicks"]["lag_s"] = 10_370.0  # stale logs
+    marks = periods(build_tables(lines, ["a"]))
+    assert marks.startup == (0.0, 4.0)
+    assert marks.stale_logs == [(2.0, 4.0)]
