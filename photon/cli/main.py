@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from photon.cli import chaos_cmds, pipeline_cmds, status_cmds
+from photon.cli import chaos_cmds, ops_cmds, pipeline_cmds, status_cmds
 from photon.cli.airflow_cmds import airflow_app
 from photon.cli.bench_cmds import bench_app
 from photon.cli.cluster_cmds import cluster_app
@@ -74,6 +74,8 @@ app.command("join")(pipeline_cmds.join)
 app.command("run")(pipeline_cmds.run)
 app.command("chaos")(chaos_cmds.chaos)
 app.command("status")(status_cmds.status)
+app.command("verify")(ops_cmds.verify)
+app.command("recover")(ops_cmds.recover)
 
 #: Errors a user can act on: printed as one message, exit status 2.
 USER_ERRORS = (
