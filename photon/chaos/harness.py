@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -780,7 +781,8 @@ def _kill_zk_leader(stack: LocalStack, config: ChaosConfig, sampler: _Sampler) -
 def _zookeeper_leader(stack: LocalStack) -> str | None:
     """The leader's service name, asked until one answers: on a loaded machine a node's
     ``srvr`` can time out, or an election still runs after the last fault."""
-    modes = {s.name: s.detail for s in stack.status().services if s.name.startswith("zk")}
+    nodes = [s for s in stack.status().services if re.fullmatch(r"zk\d+", s.name)]
+    modes = {s.name: s.detail for s in nodes}  # the ensemble's nodes, not its exporter
     return next((name for name, mode in modes.items() if mode == "leader"), None)
 
 

@@ -39,7 +39,8 @@ def test_up_status_gen_scan_down(tmp_path: Path) -> None:
         again = json.loads(run(env, "up", "--json").stdout)
         assert [s["pid"] for s in again["services"]] == [s["pid"] for s in up["services"]]
         status = json.loads(run(env, "stack", "status", "--json").stdout)
-        modes = sorted(s["detail"] for s in status["services"] if s["name"].startswith("zk"))
+        nodes = [s for s in status["services"] if re.fullmatch(r"zk\d+", s["name"])]
+        modes = sorted(s["detail"] for s in nodes)
         assert modes == ["follower", "follower", "leader"]
 
         gen = json.loads(run(env, "gen", "--queries", "500", "--json").stdout)
