@@ -74,11 +74,20 @@ def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", pipeline.driver_bind_address)
 
 
-def prepared_event_log(event_log_dir: Path | None) -> Path | None:
-    """The event log directory, made if missing (Spark refuses a missing one)."""
-    if event_log_dir is not None:
-        event_log_dir.mkdir(parents=True, exist_ok=True)
-    return event_log_dir
+def prepared_event_log(event_log_dir: Path | None, app_name: str) -> Path | None:
+    """The application's event log directory, ``<event_log_dir>/<app_name>``, made if
+    missing (Spark refuses a missing one).
+
+    One a name: Spark names an application's log by its id, ``local-<milliseconds>``
+    on a local master, and refuses to start when that log exists already; two apps
+    of a DC started in the same millisecond (as the chaos run starts them) would
+    otherwise collide. An app's own restarts come one after the other.
+    """
+    if event_log_dir is None:
+        return None
+    directory = event_log_dir / "".join(c if c.isalnum() or c in "-_." else "_" for c in app_name)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 
 
 def photon_session(
@@ -95,7 +104,7 @@ def photon_session(
         pipeline,
         pipeline.spark_master,
         ui_port=ui_port,
-        event_log_dir=prepared_event_log(event_log_dir),
+        event_log_dir=prepared_event_log(event_log_dir, app_name),
     ) | {
         "spark.sql.streaming.stopTimeout": "30s",
         "spark.python.worker.reuse": "true",
@@ -129,7 +138,7 @@ def submitted_session(
         builder = builder.master(master)
     # Run directly (no spark-submit), this builder starts the driver JVM: its options count.
     conf = session_conf(
-        pipeline, master, ui_port=ui_port, event_log_dir=prepared_event_log(event_log_dir)
+        pipeline, master, ui_port=ui_port, event_log_dir=prepared_event_log(event_log_dir, app_name)
     ) | {"spark.driver.extraJavaOptions": driver_java_options(pipeline)}
     for key, value in conf.items():
         if not submitted.contains(key):

@@ -59,3 +59,15 @@ def test_the_ui_binds_loopback_natively(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("SPARK_LOCAL_IP")
     use_project_interpreter(PipelineSettings(driver_bind_address="0.0.0.0"))  # compose
     assert "SPARK_LOCAL_IP" not in os.environ
+
+
+def test_each_application_logs_its_events_in_a_directory_of_its_own(tmp_path: Path) -> None:
+    from spark_apps.session import prepared_event_log
+
+    joiner = prepared_event_log(tmp_path, "photon-joiner-a")
+    reader = prepared_event_log(tmp_path, "photon-query-reader-a")
+    # two apps started in one millisecond get one Spark id: their logs must not collide
+    assert joiner == tmp_path / "photon-joiner-a" and joiner.is_dir()
+    assert reader is not None and reader != joiner and reader.is_dir()
+    assert prepared_event_log(None, "photon-joiner-a") is None
+    assert prepared_event_log(tmp_path, "../x y") == tmp_path / ".._x_y"
