@@ -307,6 +307,8 @@ def figures(tables: list[Table], dcs: list[str], *, started_at: float = 0.0) -> 
                 more_handles, more_labels = twin.get_legend_handles_labels()
                 handles, labels = handles + more_handles, labels + more_labels
             ax.legend(handles, labels, fontsize=8, loc="upper left")
+        if table.figure in (8, 9, 12):  # counts: from 0, even when all are 0
+            ax.set_ylim(bottom=0)
         ax.set_title(f"Fig. {table.figure}: {table.title}")
         ax.set_ylabel(_y_label(table))
         ax.grid(alpha=0.3)
