@@ -8,8 +8,9 @@ For an event-time window of clicks (by the timestamp in ``click_id``):
   waiting in the joiners' retry stores, and the registry. ``missing`` is a
   click in no output and not waiting; ``lost`` is an id registered with a
   token but in no output (what :mod:`photon.ops.recover` repairs);
-* **expectations** (GX Core 1.x, run from here over a pandas frame of the
-  joined rows in the window): ``click_id`` unique across all DCs; the
+* **expectations** (GX Core 1.x, a Checkpoint over a pandas frame of the
+  joined rows in the window, whose ``UpdateDataDocsAction`` builds the run's
+  Data Docs, published beside the report): ``click_id`` unique across all DCs; the
   required fields not null; ``query_id`` a well-formed id and the same as
   the click's in the input; latency (``joined_at_us`` minus the click's time)
   within the bound.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -226,16 +228,45 @@ def joined_frame(rows: list[dict[str, Any]], inputs: dict[str, str]) -> Any:
     return frame
 
 
+#: The Data Docs site GX builds for a run (pages and styles; its fonts and images are
+#: cosmetic and left out of the bucket).
+DATA_DOCS_SITE = "photon"
+_DOCS_LEFT_OUT = ("static/fonts/", "static/images/")
+
+
 def run_expectations(
-    frame: Any, *, latency_bound_s: float, max_clock_skew_s: float
+    frame: Any,
+    *,
+    latency_bound_s: float,
+    max_clock_skew_s: float,
+    run: str = "verify",
+    docs_dir: Path | None = None,
 ) -> list[ExpectationOutcome]:
+    """The suite over the joined rows, run as a GX Checkpoint; with ``docs_dir``, its
+    ``UpdateDataDocsAction`` builds the run's Data Docs site there."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     require("great_expectations", "verify", "verification's expectation suite")
     import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction, ValidationAction
+    from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    actions: list[ValidationAction] = []
+    if docs_dir is not None:
+        context.add_data_docs_site(
+            site_name=DATA_DOCS_SITE,
+            site_config={
+                "class_name": "SiteBuilder",
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    "base_directory": str(docs_dir),
+                },
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+        actions.append(UpdateDataDocsAction(name="data_docs", site_names=[DATA_DOCS_SITE]))
     batch_definition = (
         context.data_sources.add_pandas("photon")
         .add_dataframe_asset("joined")
@@ -259,8 +290,21 @@ def run_expectations(
         )
     )
     suite = context.suites.add(suite)
-    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
-    result = batch.validate(suite)
+    validation = context.validation_definitions.add(
+        gx.ValidationDefinition(name=run, data=batch_definition, suite=suite)
+    )
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name="photon_verify",
+            validation_definitions=[validation],
+            actions=actions,
+            result_format="SUMMARY",
+        )
+    )
+    checkpoint_result = checkpoint.run(
+        batch_parameters={"dataframe": frame}, run_id=RunIdentifier(run_name=run)
+    )
+    [result] = checkpoint_result.run_results.values()
     outcomes = []
     for item in result.results:
         details = item.result or {}
@@ -291,6 +335,8 @@ class VerifyReport:
     completeness: Completeness
     expectations: list[ExpectationOutcome]
     tokens_cleared: int = 0
+    #: The run's Data Docs validation page, relative to its report (empty: none built)
+    data_docs: str = ""
 
     @property
     def passed(self) -> bool:
@@ -324,6 +370,7 @@ class VerifyReport:
             "completeness": {**asdict(self.completeness), "complete": self.completeness.complete},
             "expectations": [asdict(e) for e in self.expectations],
             "tokens_cleared": self.tokens_cleared,
+            "data_docs": self.data_docs,
         }
 
 
@@ -361,11 +408,22 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}</style></head>
 [{html.escape(report.window_start)}, {html.escape(report.window_end)}).
 Tokens cleared: {report.tokens_cleared}.</p>
 <p>{html.escape("; ".join(report.failures) or "no failures")}</p>
+{_data_docs_link(report)}
 <h2>Completeness</h2><table>{rows}</table>
 <h2>Expectations (Great Expectations)</h2>
 <table><tr><th>expectation</th><th>column</th><th>result</th><th>rows</th><th>unexpected</th>
 <th>sample</th></tr>{expectations}</table></body></html>
 """
+
+
+def _data_docs_link(report: VerifyReport) -> str:
+    if not report.data_docs:
+        return ""
+    page = html.escape(report.data_docs, quote=True)
+    return (
+        f"<p>Great Expectations' own view of this run: <a href='{page}'>its validation "
+        "result</a> (the Data Docs site: <a href='data_docs/index.html'>index</a>).</p>"
+    )
 
 
 def _expectation_row(e: ExpectationOutcome) -> str:
@@ -386,6 +444,29 @@ def write_report(store: ObjectStore, report: VerifyReport) -> tuple[str, str]:
     store.put(json_key, json.dumps(report.to_dict(), indent=2).encode())
     store.put(html_key, render_html(report).encode())
     return json_key, html_key
+
+
+def data_docs_prefix(run: str) -> str:
+    return f"reports/verify/{run}/data_docs/"
+
+
+def validation_pages(site: Path) -> list[Path]:
+    """The Data Docs pages of the site's validation results (static HTML: they render
+    without the CDN scripts the site's index needs to list them)."""
+    return sorted((site / "validations").rglob("*.html"))
+
+
+def publish_data_docs(store: ObjectStore, run: str, site: Path) -> list[str]:
+    """Put the run's Data Docs site in the bucket, beside its report; the keys."""
+    keys = []
+    for path in sorted(p for p in site.rglob("*") if p.is_file()):
+        relative = path.relative_to(site).as_posix()
+        if relative.startswith(_DOCS_LEFT_OUT):
+            continue
+        key = data_docs_prefix(run) + relative
+        store.put(key, path.read_bytes())
+        keys.append(key)
+    return keys
 
 
 def read_report(store: ObjectStore, run: str) -> dict[str, Any] | None:
@@ -419,12 +500,18 @@ def verify(
     if inputs is None:
         inputs = input_clicks(click_files(settings), window)
     result = completeness(inputs, outputs, registered, pending)
-    outcomes = run_expectations(
-        joined_frame(outputs.joined, inputs),
-        latency_bound_s=latency_bound_s,
-        max_clock_skew_s=settings.shards.max_clock_skew_s,
-    )
+    with tempfile.TemporaryDirectory(prefix="photon-data-docs-") as docs:
+        outcomes = run_expectations(
+            joined_frame(outputs.joined, inputs),
+            latency_bound_s=latency_bound_s,
+            max_clock_skew_s=settings.shards.max_clock_skew_s,
+            run=run,
+            docs_dir=Path(docs),
+        )
+        publish_data_docs(store, run, Path(docs))
+        pages = [p.relative_to(docs).as_posix() for p in validation_pages(Path(docs))]
     report = VerifyReport(run, window.start.isoformat(), window.end.isoformat(), result, outcomes)
+    report.data_docs = f"data_docs/{pages[0]}" if pages else ""
     if clear_tokens and all(e.success for e in outcomes):
         report.tokens_cleared = clear_confirmed_tokens(registry, outputs.joined, registered)
     write_report(store, report)

@@ -147,6 +147,13 @@ def test_verify_dag_passes_on_clean_output_and_fails_on_a_planted_duplicate(
     assert done["complete_pct"] == 100.0 and done["missing"] == done["lost"] == 0
     assert all(e["success"] for e in report["expectations"])
     assert ops_photon.store.get(f"reports/verify/{report['run']}/report.html") is not None
+    # the GX Checkpoint's Data Docs, beside the report, linked from it
+    docs = f"reports/verify/{report['run']}/"
+    assert report["data_docs"].startswith("data_docs/validations/photon_joined_output/")
+    assert ops_photon.store.get(docs + report["data_docs"]) is not None
+    assert ops_photon.store.get(docs + "data_docs/index.html") is not None
+    page = ops_photon.store.get(docs + "report.html")
+    assert page is not None and report["data_docs"].encode() in page
     # the ids confirmed in output had their tokens cleared
     some = next(iter(manifest.expected_joins))
     assert ops_photon.registry.read_token(some) == ""
