@@ -289,7 +289,7 @@ class PipelineSettings(_Section):
     #: the next port Spark finds free above the DCs'. 0: no UI (docs/operations.md).
     spark_ui_base_port: Annotated[int, Field(ge=0, le=65535)] = 4040
     #: Spark's event log of every application (what a history server shows), rolled
-    #: every 64 MiB. Unset: <state_root>/spark-events.
+    #: every 64 MiB, a directory an application. Unset: <state_root>/spark-events.
     event_log: bool = True
     event_log_dir: Path | None = None
 
@@ -353,8 +353,7 @@ class StackSettings(_Section):
     spark_worker_memory_mb: Annotated[int, Field(ge=512, le=1_048_576)] = 4096
     start_timeout_s: PositiveSeconds = 60.0
     #: Prometheus (with the alert rules of docs/metrics.md), Redis's exporter and the
-    #: ZooKeeper exporter, each where its Debian package is installed
-    #: (docs/operations.md, "Metrics natively").
+    #: ZooKeeper exporter, each where its Debian package is installed (docs/metrics.md).
     monitoring: bool = True
     prometheus_port: Port = 9090
     redis_exporter_port: Port = 9121
@@ -582,8 +581,8 @@ class PhotonSettings(BaseSettings):
             raise SettingsError(f"pipeline.metrics_base_port {base} leaves no port for DC {dc}")
         return port
 
-    def spark_ui_port(self, dc: str | None) -> int | None:
-        """The Spark UI port of ``dc``'s app; ``None``: a batch job's first try; no UI: 0."""
+    def spark_ui_port(self, dc: str | None) -> int:
+        """The Spark UI port of ``dc``'s app (``None``: a batch job's first try); 0: no UI."""
         base = self.pipeline.spark_ui_base_port
         if base == 0:
             return 0

@@ -99,7 +99,7 @@ def run_apps(
     spark = photon_session(
         session_name,
         settings.pipeline,
-        ui_port=settings.spark_ui_port(streams[0].parts.dc) or 0,
+        ui_port=settings.spark_ui_port(streams[0].parts.dc),
         event_log_dir=settings.spark_event_log_dir,
     )
     results: dict[str, streaming.RunSummary] = {}

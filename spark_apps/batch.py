@@ -47,6 +47,6 @@ def batch_session(app_name: str, settings: PhotonSettings) -> SparkSession:
     return submitted_session(
         app_name,
         settings.pipeline,
-        ui_port=settings.spark_ui_port(None) or 0,
+        ui_port=settings.spark_ui_port(None),
         event_log_dir=settings.spark_event_log_dir,
     )
