@@ -14,9 +14,12 @@ retried: they are our bug or a permission problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import (
     RetryError,
@@ -28,7 +31,7 @@ from tenacity import (
 
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.settings import PhotonSettings
-from photon.stack.s3 import s3_client
+from photon.stack.s3 import arrow_filesystem, s3_client
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -65,11 +68,14 @@ class ObjectStore:
         *,
         attempts: int = 5,
         max_backoff_s: float = 5.0,
+        arrow_fs: pafs.FileSystem | None = None,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, not {attempts}")
         self.bucket = bucket
         self._s3 = client
+        #: pyarrow's filesystem on the same bucket (:meth:`read_parquet`); None: not readable so
+        self.arrow_fs = arrow_fs
         #: Chaos only (faults.*): off unless the settings switch it on.
         self.faults = NO_FAULTS
         self._attempts = attempts
@@ -79,7 +85,8 @@ class ObjectStore:
     def from_settings(cls, settings: PhotonSettings, *, timeout_s: float = 10.0) -> ObjectStore:
         # boto3 retries once inside; our own backoff (tenacity) does the rest.
         client = s3_client(settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s, attempts=1)
-        store = cls(client, settings.s3.bucket)
+        arrow_fs = arrow_filesystem(settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s)
+        store = cls(client, settings.s3.bucket, arrow_fs=arrow_fs)
         faults = FaultInjector(settings.faults)
         if faults.active:
             store.faults = faults
@@ -154,6 +161,40 @@ class ObjectStore:
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")
+
+    def read_parquet(
+        self,
+        keys: Sequence[str],
+        *,
+        columns: Sequence[str] | None = None,
+        key_column: str = "object_key",
+    ) -> pa.Table:
+        """The rows of the Parquet objects ``keys`` (their ``columns``, or all the first
+        object has), read with ``pyarrow.dataset``: Arrow's threads fetch and decode the
+        objects in parallel. Each row has the key of the object that holds it in
+        ``key_column``; a column an object lacks is null. An empty table (no columns)
+        when ``keys`` is empty.
+        """
+        if not keys:
+            return pa.table({})
+        if self.arrow_fs is None:
+            raise ObjectStoreError(
+                "this object store has no Arrow filesystem to read Parquet with "
+                "(build it with ObjectStore.from_settings, or pass arrow_fs)"
+            )
+        dataset = pads.dataset(
+            [f"{self.bucket}/{key}" for key in keys], filesystem=self.arrow_fs, format="parquet"
+        )
+        try:
+            wanted = list(columns) if columns is not None else dataset.schema.names
+            table = dataset.to_table(columns=[*wanted, "__filename"])
+        except OSError as exc:  # Arrow retried within its own limits (arrow_filesystem)
+            raise ObjectStoreError(
+                f"reading {len(keys)} object(s) of s3://{self.bucket}: {exc}"
+            ) from exc
+        names = table.column("__filename").to_pylist()
+        object_keys = pa.array([n.removeprefix(f"{self.bucket}/") for n in names], pa.string())
+        return table.drop_columns(["__filename"]).append_column(key_column, object_keys)
 
     def delete(self, keys: list[str]) -> None:
         """Delete ``keys``; raise :class:`ObjectStoreError` naming every key the endpoint kept.

@@ -116,9 +116,9 @@ class PhaseFigures:
 class ObjectWatcher:
     """Lists ``joined/`` every ``period_s`` and notes when each key was first seen.
 
-    Objects are ``joined/dc=<dc>/<attempt>/<batch>[.g<group>].parquet`` where the
-    batch is 12 digits or ``retry-`` and 12 digits: two series a folder whose
-    batches only grow (a batch's groups are written by parallel tasks, in any
+    Objects are ``joined/dc=<dc>/hour=<hour>/<attempt>/<batch>[.g<group>].parquet``
+    where the batch is 12 digits or ``retry-`` and 12 digits: two series a folder
+    whose batches only grow (a batch's groups are written by parallel tasks, in any
     order, but all of them before the next batch starts). So each poll lists
     each series from its newest batch seen on and costs that batch's and the
     new keys, not the whole prefix.
@@ -149,15 +149,20 @@ class ObjectWatcher:
             self._poll()
 
     def _poll(self) -> None:
-        for dc_folder in self.store.folders(self.prefix):
-            for attempt_folder in self.store.folders(dc_folder):
-                for series in (f"{attempt_folder}0", f"{attempt_folder}retry-"):
-                    after = _batch_stem(self._last.get(series, ""))
-                    keys = list(self.store.keys(series, start_after=after))
-                    listed_at = time.time_ns() // 1000  # after the listing: surely visible
-                    for key in keys:
-                        self.first_seen_us.setdefault(key, listed_at)
-                        self._last[series] = key
+        attempt_folders = (
+            attempt
+            for dc_folder in self.store.folders(self.prefix)
+            for hour_folder in self.store.folders(dc_folder)
+            for attempt in self.store.folders(hour_folder)
+        )
+        for attempt_folder in attempt_folders:
+            for series in (f"{attempt_folder}0", f"{attempt_folder}retry-"):
+                after = _batch_stem(self._last.get(series, ""))
+                keys = list(self.store.keys(series, start_after=after))
+                listed_at = time.time_ns() // 1000  # after the listing: surely visible
+                for key in keys:
+                    self.first_seen_us.setdefault(key, listed_at)
+                    self._last[series] = key
 
 
 def _batch_stem(key: str) -> str:

@@ -49,7 +49,7 @@ from photon.chaos.supervisor import Supervisor
 from photon.events.records import FILE_REASONS, Stream
 from photon.faults import CRASH_EXIT_CODE, STEPS
 from photon.join.backlog import committed_offsets, joiner_backlog
-from photon.join.output import decode
+from photon.join.output import attempt_keys, decode
 from photon.join.runtime import JOINER, current_attempt
 from photon.registry_access import connect_registry
 from photon.runs import StreamClock
@@ -236,8 +236,7 @@ def resume_zombie(record: FaultRecord, store: ObjectStore, timeout_s: float = 60
     if pid is None or attempt is None:
         return
     dc = record.target.removeprefix("joiner[").removesuffix("]")
-    prefix = f"joined/dc={dc}/{attempt}/"
-    before = set(store.keys(prefix))
+    before = set(attempt_keys(store, "joined", dc, attempt))
     try:
         zombie = psutil.Process(pid)
         zombie.resume()
@@ -248,7 +247,7 @@ def resume_zombie(record: FaultRecord, store: ObjectStore, timeout_s: float = 60
     except psutil.TimeoutExpired:
         record.detail["exited"] = False
         zombie.kill()
-    written = sorted(set(store.keys(prefix)) - before)
+    written = sorted(set(attempt_keys(store, "joined", dc, attempt)) - before)
     record.detail["written_after_waking"] = written
     record.struck = record.struck and not written
 

@@ -45,7 +45,7 @@ from photon.faults import NO_FAULTS, FaultInjector
 from photon.join.adapter import Adapter, schema_of
 from photon.join.cache import CacheEventStore
 from photon.join.logstore import LogsEventStore
-from photon.join.output import JOINED_BASE, OutputWriter
+from photon.join.output import JOINED_BASE, OutputWriter, event_hour
 from photon.join.retry import PendingClick
 from registry import IdRegistry, LookupResult, RegisterResult
 from registry.sharding import stable_hash
@@ -276,19 +276,19 @@ class GroupJoiner:
                     out.counts["too_old"] += 1
                     too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))
         if work.replay:  # what the crashed try wrote stands, in whichever of its objects
-            rows = _unwritten(rows, self.output.written_ids(work.batch))
+            rows = _unwritten(rows, self.output.written_ids(work.batch, _hours(rows)))
             too_old_rows = _unwritten(
-                too_old_rows, self.output.written_ids(work.batch, kind="too_old")
+                too_old_rows,
+                self.output.written_ids(work.batch, _hours(too_old_rows), kind="too_old"),
             )
         if rows or too_old_rows:
             # A zombie of a fenced attempt (recovery took its ids over) writes nothing.
             self.registry.check_fence()
         if rows:
-            out.objects.append(self.output.joined(work.part, rows, self._schema) or "")
+            out.objects += self.output.joined(work.part, rows, self._schema)
         out.counts["joined"] = len(rows)
         if too_old_rows:
-            key = self.output.unjoinable(work.part, too_old_rows, too_old=True)
-            out.objects.append(key or "")
+            out.objects += self.output.unjoinable(work.part, too_old_rows, too_old=True)
         if out.registered and out.latencies_us:  # chaos: a crash after a write it won
             self.faults.at_step("written", work.batch)
         out.seconds = time.perf_counter() - started
@@ -515,3 +515,7 @@ def _decode_query(raw: bytes, query_id: str) -> QueryEvent | None:
     except ValueError:
         return None
     return query if str(query.query_id) == query_id else None
+
+
+def _hours(rows: list[dict[str, Any]]) -> set[str]:
+    return {event_hour(r["click_id"]) for r in rows}

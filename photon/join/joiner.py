@@ -509,7 +509,7 @@ class Joiner(GroupJoiner):
         if expired:  # written before they leave the retry store: a crash loses none
             self.registry.check_fence()  # a fenced attempt's clicks are the new one's
             unjoinable = [unjoinable_row(self.dc, c, "query_not_found", now) for c in expired]
-            report.objects.append(self.output.unjoinable(batch, unjoinable) or "")
+            report.objects += self.output.unjoinable(batch, unjoinable)
             resolved += [c.click_id for c in expired]
 
         self.retries.remove(resolved)

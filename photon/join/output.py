@@ -1,19 +1,26 @@
-"""What the pipelines write to the object store, as Parquet, one object per micro-batch.
+"""What the pipelines write to the object store, as Parquet, one object per micro-batch
+and event hour.
 
-* ``joined/dc=<dc>/<attempt>/<batch>.parquet``: joined clicks, with
+* ``joined/dc=<dc>/hour=<hour>/<attempt>/<batch>.parquet``: joined clicks, with
   ``click_id``, ``query_id``, ``dc``, ``joined_at_us``, ``token``, then the
   adapter's fields;
-* ``unjoinable/dc=<dc>/<attempt>/<batch>.parquet``: clicks whose query never
-  came, with the reason and where the click was read;
-* ``too_old/dc=<dc>/<attempt>/<batch>.parquet``: clicks below their shard's
-  GC boundary;
+* ``unjoinable/dc=<dc>/hour=<hour>/<attempt>/<batch>.parquet``: clicks whose
+  query never came, with the reason and where the click was read;
+* ``too_old/dc=<dc>/hour=<hour>/<attempt>/<batch>.parquet``: clicks below
+  their shard's GC boundary;
 * ``quarantine/dc=<dc>/stream=<s>/<attempt>/<batch>.parquet``: lines that
   could not be used, with file, offset, reason and the raw bytes.
 
-``<attempt>`` names the pipeline's checkpoint (stable across restarts of the
-same checkpoint) and ``<batch>`` the micro-batch, so a replayed batch
-produces the same keys; objects are written only where none is (write-once,
-an S3 conditional put), so the first complete write of a batch stands.
+``<hour>`` is the UTC hour of the click's own time (the timestamp in its id),
+``2026-11-26T01``: a batch's clicks of two hours go to two objects, and an
+event-time window maps to one prefix per DC and hour (:func:`window_prefixes`),
+so whoever checks a window (verification, recovery) lists and reads that
+window's objects, not every object ever written (docs/operations.md,
+"Verification"). ``<attempt>`` names the pipeline's checkpoint (stable across
+restarts of the same checkpoint) and ``<batch>`` the micro-batch, so a
+replayed batch produces the same keys; objects are written only where none is
+(write-once, an S3 conditional put), so the first complete write of a batch
+stands.
 
 A batch's clicks are split into shard groups (photon.join.group), each
 writing its own object, ``<batch>.g<group>.parquet`` (``<batch>.parquet``
@@ -31,7 +38,8 @@ fails the batch, which Spark runs again).
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -77,13 +85,58 @@ QUARANTINE = pa.schema(
 )
 
 
-def joined_key(dc: str, attempt: str, batch: str) -> str:
-    return f"joined/dc={dc}/{attempt}/{batch}.parquet"
+#: The kinds of click output, each laid out by DC and event hour.
+CLICK_KINDS = ("joined", "unjoinable", "too_old")
+_HOUR_US = 3600 * 1_000_000
 
 
-def unjoinable_key(dc: str, attempt: str, batch: str, *, too_old: bool = False) -> str:
+def event_hour(click_id: str) -> str:
+    """The UTC hour of a click's own time (the timestamp its id ends with): ``2026-11-26T01``."""
+    return _hour_name(int(click_id.rsplit(":", 1)[1]) // _HOUR_US)
+
+
+def hours_between(start_us: int, end_us: int) -> list[str]:
+    """The event hours that clicks with times in ``[start_us, end_us)`` fall in."""
+    first = start_us // _HOUR_US
+    last = (end_us - 1) // _HOUR_US
+    return [_hour_name(h) for h in range(first, last + 1)]
+
+
+def _hour_name(hours_since_epoch: int) -> str:
+    return datetime.fromtimestamp(hours_since_epoch * 3600, UTC).strftime("%Y-%m-%dT%H")
+
+
+def joined_key(dc: str, attempt: str, batch: str, hour: str) -> str:
+    return f"joined/dc={dc}/hour={hour}/{attempt}/{batch}.parquet"
+
+
+def unjoinable_key(dc: str, attempt: str, batch: str, hour: str, *, too_old: bool = False) -> str:
     prefix = "too_old" if too_old else "unjoinable"
-    return f"{prefix}/dc={dc}/{attempt}/{batch}.parquet"
+    return f"{prefix}/dc={dc}/hour={hour}/{attempt}/{batch}.parquet"
+
+
+def window_prefixes(store: ObjectStore, kind: str, start_us: int, end_us: int) -> list[str]:
+    """The prefixes under which ``kind``'s objects of clicks in the window are: one per
+    DC that ever wrote (listed, so a DC no longer configured is not forgotten) and hour."""
+    if kind not in CLICK_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(CLICK_KINDS)}, not {kind!r}")
+    hours = hours_between(start_us, end_us)
+    return [f"{dc}hour={hour}/" for dc in store.folders(f"{kind}/") for hour in hours]
+
+
+def attempt_keys(store: ObjectStore, kind: str, dc: str, attempt: str) -> list[str]:
+    """Every key of ``kind`` one attempt of a DC wrote, whatever its hours."""
+    return [
+        key for hour in store.folders(f"{kind}/dc={dc}/") for key in store.keys(f"{hour}{attempt}/")
+    ]
+
+
+def by_hour(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Rows grouped by their click's event hour, hours in order."""
+    hours: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        hours.setdefault(event_hour(row["click_id"]), []).append(row)
+    return dict(sorted(hours.items()))
 
 
 def quarantine_key(dc: str, stream: str, attempt: str, batch: str) -> str:
@@ -123,31 +176,46 @@ class OutputWriter:
         self.dc = dc
         self.attempt = attempt
 
-    def joined(
-        self, batch: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema
-    ) -> str | None:
-        key = joined_key(self.dc, self.attempt, batch)
-        return self._put_clicks(key, rows, schema, "joined")
+    def joined(self, batch: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> list[str]:
+        """Write a batch's joined rows, one object per event hour; the keys written."""
+        return [
+            self._put_clicks(
+                joined_key(self.dc, self.attempt, batch, hour), hour_rows, schema, "joined"
+            )
+            for hour, hour_rows in by_hour(rows).items()
+        ]
 
     def unjoinable(
         self, batch: str, rows: Sequence[Mapping[str, Any]], *, too_old: bool = False
-    ) -> str | None:
-        key = unjoinable_key(self.dc, self.attempt, batch, too_old=too_old)
-        return self._put_clicks(key, rows, UNJOINABLE, "too_old" if too_old else "unjoinable")
+    ) -> list[str]:
+        """Write a batch's unjoinable (or too old) rows, one object per event hour."""
+        kind = "too_old" if too_old else "unjoinable"
+        return [
+            self._put_clicks(
+                unjoinable_key(self.dc, self.attempt, batch, hour, too_old=too_old),
+                hour_rows,
+                UNJOINABLE,
+                kind,
+            )
+            for hour, hour_rows in by_hour(rows).items()
+        ]
 
-    def written_ids(self, batch: str, *, kind: str = "joined") -> set[str]:
+    def written_ids(self, batch: str, hours: Iterable[str], *, kind: str = "joined") -> set[str]:
         """The click ids of every object a batch wrote of a kind (``joined``, ``too_old``,
-        ``unjoinable``): all its groups' parts, whatever their number."""
-        key = (
-            joined_key(self.dc, self.attempt, batch)
-            if kind == "joined"
-            else unjoinable_key(self.dc, self.attempt, batch, too_old=kind == "too_old")
-        )
+        ``unjoinable``) in the given event hours: all its groups' parts, whatever their
+        number. A click is only ever written under its own hour, so the hours of the
+        clicks asked about are all that need looking at."""
         written: set[str] = set()
-        for part_key in self.store.keys(key.removesuffix("parquet")):
-            data = self.store.get(part_key)
-            if data is not None:
-                written.update(r["click_id"] for r in decode(data))
+        for hour in sorted(set(hours)):
+            key = (
+                joined_key(self.dc, self.attempt, batch, hour)
+                if kind == "joined"
+                else unjoinable_key(self.dc, self.attempt, batch, hour, too_old=kind == "too_old")
+            )
+            for part_key in self.store.keys(key.removesuffix("parquet")):
+                data = self.store.get(part_key)
+                if data is not None:
+                    written.update(r["click_id"] for r in decode(data))
         return written
 
     def quarantine(
@@ -159,13 +227,11 @@ class OutputWriter:
 
     def _put_clicks(
         self, key: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema, kind: str
-    ) -> str | None:
+    ) -> str:
         """Write a batch's click rows: the rows its existing parts lack go to its next part.
 
         Returns the key of the part written, or of the first part when nothing was new.
         """
-        if not rows:
-            return None
         remaining = list(rows)
         part = 0
         while True:

@@ -59,23 +59,25 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from photon.events.records import Stream, decode_click
-from photon.join.output import rows_under
+from photon.join.output import attempt_keys
 from photon.join.retry import PendingClick, RetryStore
 from photon.join.runtime import JOINER, current_attempt, retry_store_path
 from photon.localfiles import write_whole
 from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
-from photon.ops.verify import in_window
+from photon.ops.verify import ids_in_window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry, LookupResult
 
+_HOUR_US = 3600 * 1_000_000
 log = structlog.get_logger(__name__)
 
 
@@ -247,9 +249,7 @@ def recover(
     registered = registry.registered(window.start_us, window.end_us)  # first: see the docstring
     # Open batches and live sessions read now, before the output.
     lost = classify(settings, registered, connected_attempts(registry))
-    joined = {
-        r["click_id"] for r in rows_under(store, "joined/") if in_window(r["click_id"], window)
-    }
+    joined = ids_in_window(store, "joined", window)
     lost = [item for item in lost if item.click_id not in joined]
     report.registered = len(registered)
     report.lost = len(lost)
@@ -320,7 +320,9 @@ def _fence(
     time.sleep(settings.pipeline.fence_settle_s)
     written: set[str] = set()
     for dc, attempt in attempts:
-        written |= {r["click_id"] for r in rows_under(store, f"joined/dc={dc}/{attempt}/")}
+        keys = attempt_keys(store, "joined", dc, attempt)
+        table = store.read_parquet(keys, columns=["click_id"])
+        written |= set(table.column("click_id").to_pylist() if table.num_rows else [])
     report.written_meanwhile = sum(1 for i in dead if i.click_id in written)
     return [i for i in dead if i.click_id not in written]
 
@@ -333,15 +335,13 @@ def finish_journals(settings: PhotonSettings, store: ObjectStore, registry: IdRe
     go into a recovery log now. Returns how many were re-injected.
     """
     reinjected = 0
-    joined: set[str] | None = None
     for dc in settings.dcs:
         directory = settings.dc_logs(dc) / Stream.CLICKS.value
         for journal in sorted(directory.glob(f"{RECOVERY_PREFIX}*{JOURNAL_SUFFIX}")):
             lines = [line for line in journal.read_bytes().split(b"\n") if line]
             by_id = {str(decode_click(line).click_id): line for line in lines}
             states = registry.lookup(by_id)
-            if joined is None:
-                joined = {r["click_id"] for r in rows_under(store, "joined/")}
+            joined = ids_in_window(store, "joined", _span(by_id)) if by_id else set()
             free = [
                 by_id[c]
                 for c, state in states.items()
@@ -368,3 +368,12 @@ def _action(item: LostId, target: str, what: str) -> dict[str, str]:
         "dc": target,
         "action": what,
     }
+
+
+def _span(click_ids: Iterable[str]) -> Window:
+    """The whole event hours the clicks fall in (the output's objects are by event hour)."""
+    hours = [int(c.rsplit(":", 1)[1]) // _HOUR_US for c in click_ids]
+    return Window(
+        start=datetime.fromtimestamp(min(hours) * 3600, UTC),
+        end=datetime.fromtimestamp((max(hours) + 1) * 3600, UTC),
+    )

@@ -39,7 +39,7 @@ from typing import Any
 
 from photon.events.records import Stream
 from photon.extras import require
-from photon.join.output import rows_by_object, rows_under
+from photon.join.output import window_prefixes
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
 from photon.logs.scan import decoded_clicks
@@ -98,20 +98,35 @@ class Outputs:
     joined_in: dict[str, list[str]] = field(default_factory=dict)
 
 
+def window_keys(store: ObjectStore, kind: str, window: Window) -> list[str]:
+    """The keys of ``kind``'s objects that can hold clicks of the window: those under the
+    window's event hours only (photon.join.output), however much output there is."""
+    prefixes = window_prefixes(store, kind, window.start_us, window.end_us)
+    return [key for prefix in prefixes for key in store.keys(prefix)]
+
+
+def ids_in_window(store: ObjectStore, kind: str, window: Window) -> set[str]:
+    """The ids of ``kind``'s clicks in the window, read from the window's objects only."""
+    table = store.read_parquet(window_keys(store, kind, window), columns=["click_id"])
+    ids = table.column("click_id").to_pylist() if table.num_rows else []
+    return {click for click in ids if in_window(click, window)}
+
+
 def read_outputs(store: ObjectStore, window: Window) -> Outputs:
-    def ids_under(prefix: str) -> set[str]:
-        return {
-            r["click_id"] for r in rows_under(store, prefix) if in_window(r["click_id"], window)
-        }
+    """The window's joined rows (with the keys of the objects holding each click) and the
+    ids of its unjoinable and too-old clicks, read from the window's objects only."""
 
     joined: list[dict[str, Any]] = []
     joined_in: dict[str, list[str]] = {}
-    for key, rows in rows_by_object(store, "joined/"):
-        for row in rows:
-            if in_window(row["click_id"], window):
-                joined.append(row)
-                joined_in.setdefault(row["click_id"], []).append(key)
-    return Outputs(joined, ids_under("unjoinable/"), ids_under("too_old/"), joined_in)
+    for row in store.read_parquet(window_keys(store, "joined", window)).to_pylist():
+        key = row.pop("object_key")
+        if in_window(row["click_id"], window):
+            joined.append(row)
+            joined_in.setdefault(row["click_id"], []).append(key)
+    return Outputs(
+        joined, ids_in_window(store, "unjoinable", window), ids_in_window(store, "too_old", window),
+        joined_in,
+    )  # fmt: skip
 
 
 def pending_retries(settings: PhotonSettings) -> set[str]:

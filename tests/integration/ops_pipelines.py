@@ -101,7 +101,7 @@ class OpsPhoton:
         writer = joiner.output
         write_joined = writer.joined
 
-        def crash(*_: object, **__: object) -> None:
+        def crash(*_: object, **__: object) -> list[str]:
             raise SystemExit("killed between the registry commit and the output write")
 
         def crash_at(n: int) -> None:

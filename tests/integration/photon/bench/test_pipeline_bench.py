@@ -30,15 +30,16 @@ def test_the_watcher_sees_every_object_of_both_series_once(store: ObjectStore) -
     with ObjectWatcher(store, period_s=0.05) as watcher:
         for n in range(6):
             for key in (
-                f"joined/dc=a/a-1/{n:012d}.parquet",
-                f"joined/dc=b/b-1/retry-{n:012d}.parquet",
+                f"joined/dc=a/hour=2026-11-26T01/a-1/{n:012d}.parquet",
+                f"joined/dc=b/hour=2026-11-26T02/b-1/retry-{n:012d}.parquet",
             ):
                 # Taken before the put: the watcher may list the object before put returns.
                 written[key] = time.time_ns() // 1000
                 store.put(key, b"x")
             time.sleep(0.15)
-        store.put("joined/dc=a/a-1/unforeseen.parquet", b"x")  # outside both series
-    assert set(watcher.first_seen_us) == {*written, "joined/dc=a/a-1/unforeseen.parquet"}
+        unforeseen = "joined/dc=a/hour=2026-11-26T01/a-1/unforeseen.parquet"
+        store.put(unforeseen, b"x")  # outside both series
+    assert set(watcher.first_seen_us) == {*written, unforeseen}
     for key, put_us in written.items():  # seen after the write began, within a few polls
         assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
 
@@ -50,7 +51,7 @@ def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(store: ObjectSto
     with ObjectWatcher(store, period_s=0.05) as watcher:
         for n in range(3):
             for group in (2, 0, 1):  # the last group first
-                key = f"joined/dc=a/a-1/{n:012d}.g{group:03d}.parquet"
+                key = f"joined/dc=a/hour=2026-11-26T01/a-1/{n:012d}.g{group:03d}.parquet"
                 written[key] = time.time_ns() // 1000
                 store.put(key, b"x")
                 time.sleep(0.3)  # several polls between two groups of a batch

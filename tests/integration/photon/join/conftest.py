@@ -22,7 +22,7 @@ from photon.join.runtime import cache_lost_at
 from photon.logs.reader import GrowingLogReader, LogLine
 from photon.settings import PhotonSettings, RetrySettings
 from photon.stack.manager import LocalStack
-from photon.stack.s3 import s3_client
+from photon.stack.s3 import arrow_filesystem, s3_client
 from photon.storage import ObjectStore
 from registry import IdRegistry
 
@@ -72,7 +72,8 @@ def store(local_stack: LocalStack) -> Iterator[ObjectStore]:
     client = s3_client(settings.s3_endpoint_url, settings.s3)
     bucket = f"photon-t-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
-    yield ObjectStore(client, bucket)
+    arrow_fs = arrow_filesystem(settings.s3_endpoint_url, settings.s3)
+    yield ObjectStore(client, bucket, arrow_fs=arrow_fs)
 
 
 @pytest.fixture

@@ -581,7 +581,8 @@ def test_a_batch_run_again_after_it_finished_drops_no_click_whose_query_came_mea
     assert again.joined > 0  # clicks whose query came in between
     keys = sorted(store.keys("joined/"))  # each shard group's object, and its next parts
     assert all(
-        re.fullmatch(r"joined/dc=a/run1/000000000000\.g00\d(\.r1)?\.parquet", k) for k in keys
+        re.fullmatch(r"joined/dc=a/hour=[\dT-]+/run1/000000000000\.g00\d(\.r1)?\.parquet", k)
+        for k in keys
     )
     assert any(k.endswith(".r1.parquet") for k in keys), keys
     joined = rows(store, "joined/")

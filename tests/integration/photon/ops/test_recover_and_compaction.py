@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from photon.join.logmap import MapEntry, delta_prefix, sorted_prefix
-from photon.join.output import rows_under
+from photon.join.output import attempt_keys, rows_under
 from photon.join.runtime import JOINER, current_attempt
 from photon.ops import compaction
 from photon.ops import recover as recover_module
@@ -167,7 +167,7 @@ def test_a_zombie_joiner_resumed_after_its_attempt_was_replaced_and_recovered_wr
         assert attempt is not None
         held = {c for c, t in registry.registered(0, 2**62).items() if f"/{attempt}/" in t}
         assert held  # registered by the paused batch, in no output
-        assert not list(store.keys(f"joined/dc=a/{attempt}/"))
+        assert not attempt_keys(store, "joined", "a", attempt)
 
         # The operator replaces the attempt (new state); its session ends meanwhile.
         state = settings.pipeline_dir("a", JOINER)
@@ -188,7 +188,7 @@ def test_a_zombie_joiner_resumed_after_its_attempt_was_replaced_and_recovered_wr
             zombie.kill()
             zombie.wait()
     assert "AttemptFencedError" in stderr.read_text()
-    assert not list(store.keys(f"joined/dc=a/{attempt}/"))
+    assert not attempt_keys(store, "joined", "a", attempt)
     joined = Counter(r["click_id"] for r in rows_under(store, "joined/"))
     assert ops_photon.manifest is not None
     assert set(joined) == set(ops_photon.manifest.expected_joins)

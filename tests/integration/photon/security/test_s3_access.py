@@ -31,6 +31,8 @@ from photon.storage import ObjectStore, ObjectStoreError
 
 pytestmark = pytest.mark.integration
 
+HOUR = "2026-11-26T01"  # an event hour of the output's layout
+
 BUCKET = "photon"
 DCS = ["a", "b"]
 SEEDED = {
@@ -118,16 +120,16 @@ def test_a_joiner_writes_and_reads_back_only_its_dcs_output(
     endpoint: str, users: dict[str, Credentials]
 ) -> None:
     joiner = store_as(endpoint, users["joiner-a"])
-    own = joined_key("a", "a-attempt", "000000000007")
+    own = joined_key("a", "a-attempt", "000000000007", HOUR)
     assert joiner.put(own, b"rows", if_absent=True)  # asks first (HEAD), then writes
     assert not joiner.put(own, b"rows", if_absent=True)  # a replay writes nothing
-    assert joiner.put(unjoinable_key("a", "a-attempt", "000000000007"), b"u")
-    assert joiner.put(unjoinable_key("a", "a-attempt", "000000000007", too_old=True), b"t")
+    assert joiner.put(unjoinable_key("a", "a-attempt", "000000000007", HOUR), b"u")
+    assert joiner.put(unjoinable_key("a", "a-attempt", "000000000007", HOUR, too_old=True), b"t")
     assert joiner.put(quarantine_key("a", "clicks", "a-attempt", "000000000007"), b"q")
     assert joiner.get("logmap/dc=a/delta/r1.parquet") == b"a's map"
     assert set(joiner.keys(delta_prefix("a"))) == {"logmap/dc=a/delta/r1.parquet"}
 
-    assert denied(lambda: joiner.put(joined_key("b", "a-attempt", "000000000007"), b"x"))
+    assert denied(lambda: joiner.put(joined_key("b", "a-attempt", "000000000007", HOUR), b"x"))
     assert denied(lambda: joiner.get("joined/dc=b/other/000000000001.parquet"))
     assert denied(lambda: joiner.get("logmap/dc=b/delta/r1.parquet"))
     assert denied(lambda: joiner.get("reports/verify/r1/report.json"))
@@ -145,7 +147,7 @@ def test_a_query_reader_writes_only_its_dcs_map(
     assert reader.put(quarantine_key("b", "queries", "b-attempt", "000000000001"), b"q")
     assert reader.get("logmap/dc=b/delta/r1.parquet") == b"b's map"
     assert denied(lambda: reader.put(f"{delta_prefix('a')}r2.parquet", b"map"))
-    assert denied(lambda: reader.put(joined_key("b", "b-attempt", "000000000001"), b"x"))
+    assert denied(lambda: reader.put(joined_key("b", "b-attempt", "000000000001", HOUR), b"x"))
     assert denied(lambda: reader.get("joined/dc=b/other/000000000001.parquet"))
 
 
@@ -156,7 +158,7 @@ def test_the_verifier_reads_everything_and_writes_only_its_reports(
     for key, data in SEEDED.items():
         assert verifier.get(key) == data
     assert verifier.put("reports/verify/r2/report.json", b"{}")
-    assert denied(lambda: verifier.put(joined_key("a", "v", "000000000001"), b"x"))
+    assert denied(lambda: verifier.put(joined_key("a", "v", "000000000001", HOUR), b"x"))
     assert denied(lambda: verifier.put("logmap/dc=a/sorted/r.parquet", b"x"))
     assert denied(lambda: verifier.delete(["joined/dc=b/other/000000000001.parquet"]))
 
@@ -173,7 +175,7 @@ def test_operations_maintain_the_map_but_cannot_touch_the_output(
     assert operations.get("logmap/dc=b/delta/r1.parquet") is None
     assert operations.put("reports/compaction/r1.json", b"{}")
     assert operations.get("joined/dc=b/other/000000000001.parquet") == b"b's output"
-    assert denied(lambda: operations.put(joined_key("b", "o", "000000000001"), b"x"))
+    assert denied(lambda: operations.put(joined_key("b", "o", "000000000001", HOUR), b"x"))
     assert denied(lambda: operations.delete(["joined/dc=b/other/000000000001.parquet"]))
 
 

@@ -1,0 +1,84 @@
+"""The output's layout on a real S3 endpoint: one object per batch and event hour,
+replays that add only what a batch's objects lack, and window reads that touch
+only the window's objects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from photon.join.output import JOINED_BASE, OutputWriter, attempt_keys, event_hour
+from photon.ops.params import Window
+from photon.ops.verify import read_outputs
+from photon.storage import ObjectStore
+
+pytestmark = pytest.mark.integration
+
+H = 3600 * 1_000_000
+T0 = int(datetime(2026, 11, 25, 10, tzinfo=UTC).timestamp()) * 1_000_000
+HOUR_10, HOUR_11 = "2026-11-25T10", "2026-11-25T11"
+
+
+def joined_row(ts_us: int, dc: str = "a") -> dict[str, object]:
+    return {
+        "click_id": f"10.0.0.1:8080:{ts_us}",
+        "query_id": f"10.0.0.2:8080:{ts_us - 1_000_000}",
+        "dc": dc,
+        "joined_at_us": ts_us + 1_000_000,
+        "token": f"{dc}/run1/000000000003",
+    }
+
+
+def test_a_batch_of_two_hours_writes_an_object_per_hour_and_a_replay_only_what_they_lack(
+    store: ObjectStore,
+) -> None:
+    writer = OutputWriter(store, "a", "run1")
+    rows = [joined_row(T0 + 5), joined_row(T0 + H - 1), joined_row(T0 + H + 7)]
+    keys = writer.joined("000000000003", rows, JOINED_BASE)
+    assert keys == [
+        f"joined/dc=a/hour={HOUR_10}/run1/000000000003.parquet",
+        f"joined/dc=a/hour={HOUR_11}/run1/000000000003.parquet",
+    ]
+    ids = [str(r["click_id"]) for r in rows]
+    assert writer.written_ids("000000000003", [HOUR_10, HOUR_11]) == set(ids)
+    assert writer.written_ids("000000000003", [HOUR_11]) == {ids[2]}
+    assert sorted(attempt_keys(store, "joined", "a", "run1")) == keys
+
+    # The replay decided one more click of hour 11: only that goes, to that hour's next part.
+    late = joined_row(T0 + H + 9)
+    again = writer.joined("000000000003", [*rows, late], JOINED_BASE)
+    assert again == [keys[0], f"joined/dc=a/hour={HOUR_11}/run1/000000000003.r1.parquet"]
+    assert writer.written_ids("000000000003", [HOUR_11]) == {ids[2], str(late["click_id"])}
+    assert len(attempt_keys(store, "joined", "a", "run1")) == 3
+
+
+def test_a_window_is_read_from_its_own_hours_objects_only(store: ObjectStore) -> None:
+    a, b = OutputWriter(store, "a", "run1"), OutputWriter(store, "b", "run7")
+    inside = [joined_row(T0 + n * 1_000_000) for n in range(5)]
+    a.joined("000000000001", inside, JOINED_BASE)
+    b.joined("000000000004", [joined_row(T0 + 2_000_000, dc="b")], JOINED_BASE)  # a duplicate
+    a.unjoinable("000000000001", [{"click_id": "10.0.0.1:8080:" + str(T0 + 9), "dc": "a"}])
+    a.unjoinable(
+        "000000000001", [{"click_id": "10.0.0.1:8080:" + str(T0 + 11), "dc": "a"}], too_old=True
+    )
+    # Objects of other hours that no reader could decode: reading one would fail the test.
+    for kind in ("joined", "unjoinable", "too_old"):
+        for hour in ("2026-11-25T09", HOUR_11, "2026-11-24T10"):
+            assert store.put(f"{kind}/dc=a/hour={hour}/run1/000000000009.parquet", b"not parquet")
+
+    window = Window(start=datetime.fromtimestamp(T0 / 1e6, UTC),
+                    end=datetime.fromtimestamp((T0 + H) / 1e6, UTC))  # fmt: skip
+    outputs = read_outputs(store, window)
+
+    assert sorted(str(r["click_id"]) for r in outputs.joined) == sorted(
+        [str(r["click_id"]) for r in inside] + [str(joined_row(T0 + 2_000_000)["click_id"])]
+    )
+    duplicate = str(joined_row(T0 + 2_000_000)["click_id"])
+    assert sorted(outputs.joined_in[duplicate]) == [
+        f"joined/dc=a/hour={HOUR_10}/run1/000000000001.parquet",
+        f"joined/dc=b/hour={HOUR_10}/run7/000000000004.parquet",
+    ]
+    assert outputs.unjoinable == {"10.0.0.1:8080:" + str(T0 + 9)}
+    assert outputs.too_old == {"10.0.0.1:8080:" + str(T0 + 11)}
+    assert event_hour(duplicate) == HOUR_10
