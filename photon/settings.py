@@ -129,12 +129,15 @@ class S3Settings(_Section):
     """The object store. ``endpoint_url`` unset means the local stack's endpoint."""
 
     endpoint_url: str | None = None
+    #: The endpoint as a browser reaches it, for the links to reports in the Airflow UI
+    #: (compose: the published port, not the service name). Unset: ``endpoint_url``.
+    public_endpoint_url: str | None = None
     bucket: str = "photon"
     access_key: str = "photon"
     secret_key: SecretStr = SecretStr("photon-local-secret")
     region: str = "us-east-1"
 
-    @field_validator("endpoint_url")
+    @field_validator("endpoint_url", "public_endpoint_url")
     @classmethod
     def _check_endpoint(cls, url: str | None) -> str | None:
         if url is not None and not re.fullmatch(r"https?://[^/\s]+/?", url):

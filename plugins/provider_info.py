@@ -12,7 +12,12 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "photon-streams",
         "name": "Photon",
-        "description": "Photon's IdRegistry (ZooKeeper) and object store (S3) connections.",
+        "description": "Photon's IdRegistry (ZooKeeper) and object store (S3) connections, "
+        "and the links from a task to its report.",
+        "extra-links": [
+            "plugins.links.reports.ReportLink",
+            "plugins.links.reports.DataDocsLink",
+        ],
         "connection-types": [
             {
                 "connection-type": "photon_zookeeper",

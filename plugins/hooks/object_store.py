@@ -2,7 +2,8 @@
 
 Connection (type ``photon_s3``): ``host`` is the endpoint (``http://host``
 or ``host`` with ``extra.scheme``), ``port`` its port, ``login``/``password``
-the access and secret keys, ``schema`` the bucket, ``extra.region`` the region.
+the access and secret keys, ``schema`` the bucket, ``extra.region`` the region,
+``extra.public_url`` the endpoint as browsers reach it (the links to reports).
 
 How it fails: :class:`photon.storage.ObjectStoreError` after bounded retries.
 """

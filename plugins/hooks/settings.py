@@ -55,6 +55,8 @@ def object_store_overrides(conn: Connection) -> dict[str, Any]:
         values["bucket"] = conn.schema
     if extra.get("region"):
         values["region"] = extra["region"]
+    if extra.get("public_url"):
+        values["public_endpoint_url"] = extra["public_url"]
     return values
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from plugins.hooks.settings import OBJECT_STORE_CONN_ID, REGISTRY_CONN_ID
+from plugins.links.reports import DataDocsLink, ReportLink
 
 
 def checked_params(model: Any, context: Context, settings: Any) -> Any:
@@ -185,22 +186,39 @@ class ValidateParamsOperator(BaseOperator):
 
 
 class ReportOperator(_PhotonOperator):
-    """Read a batch job's JSON report from the object store, log it, return it (XCom)."""
+    """Read a batch job's JSON report from the object store, log it, return it (XCom).
+
+    The task links the report (its HTML page beside the JSON, when there is one) and
+    a verification's Data Docs page: extra links, in the UI (plugins.links.reports).
+    """
 
     template_fields: Sequence[str] = ("key",)
+    operator_extra_links = (ReportLink(), DataDocsLink())
 
     def __init__(self, *, key: str, fail_unless_passed: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.key = key
         self.fail_unless_passed = fail_unless_passed
+        #: What the links point at, set once the report is read ("": no link).
+        self.report_page_key = ""
+        self.data_docs_key = ""
+
+    def report_settings(self) -> Any:
+        return self._settings()
 
     def execute(self, context: Context) -> dict[str, Any]:
         from plugins.hooks.object_store import PhotonObjectStoreHook
 
-        data = PhotonObjectStoreHook(self.object_store_conn_id).get_conn().get(self.key)
+        store = PhotonObjectStoreHook(self.object_store_conn_id).get_conn()
+        data = store.get(self.key)
         if data is None:
             raise FileNotFoundError(f"no report at {self.key} in the object store")
         report: dict[str, Any] = json.loads(data)
+        folder = self.key.rpartition("/")[0]
+        page = f"{folder}/report.html"
+        self.report_page_key = page if store.exists(page) else self.key
+        if report.get("data_docs"):
+            self.data_docs_key = f"{folder}/{report['data_docs']}"
         self._log_table(f"report {self.key}", report)
         if self.fail_unless_passed and not report.get("passed", False):
             raise RuntimeError(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import time
+import urllib.parse
+import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -12,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from photon.join.logmap import delta_prefix, sorted_prefix
-from photon.join.output import rows_under
+from photon.join.output import event_hour, joined_key, rows_under
 from photon.ops.compaction import lookups, read_runs, sample_entries
 from photon.ops.verify import read_report
 from tests.conftest import RunDag
@@ -154,6 +156,13 @@ def test_verify_dag_passes_on_clean_output_and_fails_on_a_planted_duplicate(
     assert ops_photon.store.get(docs + "data_docs/index.html") is not None
     page = ops_photon.store.get(docs + "report.html")
     assert page is not None and report["data_docs"].encode() in page
+    # the task links both: URLs a browser opens without S3 keys
+    report_link = xcom(dag_run, "report", key="_link_ReportLink")
+    docs_link = xcom(dag_run, "report", key="_link_DataDocsLink")
+    assert f"/reports/verify/{report['run']}/report.html?" in urllib.parse.unquote(report_link)
+    assert "X-Amz-Expires=604800" in report_link  # a week, signed (SigV4)
+    assert b"<h1>Photon verification: <span style=\"color:#1a7f37\">PASSED" in fetch(report_link)
+    assert b"photon_joined_output" in fetch(docs_link)
     # the ids confirmed in output had their tokens cleared
     some = next(iter(manifest.expected_joins))
     assert ops_photon.registry.read_token(some) == ""
@@ -163,7 +172,8 @@ def test_verify_dag_passes_on_clean_output_and_fails_on_a_planted_duplicate(
     planted = {**joined_a[0], "dc": "b"}
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_pylist([planted]), sink)
-    ops_photon.store.put("joined/dc=b/planted/000000000000.parquet", sink.getvalue())
+    planted_key = joined_key("b", "planted", "000000000000", event_hour(planted["click_id"]))
+    ops_photon.store.put(planted_key, sink.getvalue())
 
     dag_run, report = _verify(run_dag, ops_photon)
 
@@ -241,3 +251,10 @@ def test_windows_in_the_future_and_unknown_dcs_fail_before_any_change(
     assert str(dag_run.state) == "failed"
     assert task_states(dag_run)[failed_task] == "failed"
     assert sorted(ops_photon.store.keys("")) == before  # no report, no run, nothing written
+
+
+def fetch(url: str) -> bytes:
+    """GET ``url`` as a browser would: no credentials but what the URL holds."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body: bytes = answer.read()
+    return body
