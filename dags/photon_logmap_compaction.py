@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow.sdk import DAG
+from airflow.timetables.interval import DeltaDataIntervalTimetable
 
 from dags._common import DAG_ARGS, DEFAULT_ARGS, START, params_of
 from photon.ops.params import CompactionParams
@@ -17,7 +18,8 @@ XCOM = f"ti.xcom_pull(task_ids='{PARAMS}')"
 with DAG(
     dag_id="photon_logmap_compaction",
     description="Merge each DC's log-file-map delta runs into one sorted run; verify lookups",
-    schedule=timedelta(minutes=30),
+    # Each run about its data interval (its end: the GC window's), not the clock's now.
+    schedule=DeltaDataIntervalTimetable(timedelta(minutes=30)),
     start_date=START,
     catchup=False,
     max_active_runs=1,

@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow.sdk import DAG
+from airflow.timetables.assets import AssetOrTimeSchedule
+from airflow.timetables.interval import DeltaDataIntervalTimetable
 
 from dags._common import DAG_ARGS, DEFAULT_ARGS, START, params_of
 from photon.ops.params import VerifyParams
+from plugins.assets import JOINED_OUTPUT, VERIFY_REPORTS
 from plugins.operators.photon import ReportOperator, ValidateParamsOperator
 from plugins.operators.spark import PhotonSparkSubmitOperator
 
@@ -17,7 +20,11 @@ XCOM = f"ti.xcom_pull(task_ids='{PARAMS}')"
 with DAG(
     dag_id="photon_verify",
     description="Verify the joined output: complete, unique across DCs, consistent (GX suite)",
-    schedule=timedelta(hours=1),
+    # Hourly, each run about its data interval; and on each announcement of settled
+    # hours of output (photon_output_hours), about those hours.
+    schedule=AssetOrTimeSchedule(
+        timetable=DeltaDataIntervalTimetable(timedelta(hours=1)), assets=JOINED_OUTPUT
+    ),
     start_date=START,
     catchup=False,
     max_active_runs=1,
@@ -28,14 +35,15 @@ with DAG(
     doc_md="""
 ### Verification
 
-For the clicks whose event time lies in the window (a scheduled run: its
-data interval, moved back by `settle_s`; a run triggered by hand: the form's,
-by default the hour ending `settle_s` ago), a Spark batch job compares every DC's input click
-logs with the joined output of every DC, the unjoinable and too-old
-outputs, the joiners' retry stores and the registry, and runs a Great
-Expectations suite over the joined rows: `click_id` unique across all DCs,
-required fields not null, `query_id` well formed and equal to the input's,
-latency within `latency_bound_s`.
+For the clicks whose event time lies in the window (a scheduled run: its data
+interval, moved back by `settle_s`; a run triggered by `photon_output_hours`'
+asset event: the settled hours it announced; a run triggered by hand: the
+form's, by default the hour ending `settle_s` ago), a Spark batch job compares
+every DC's input click logs with the joined output of every DC, the unjoinable
+and too-old outputs, the joiners' retry stores and the registry, and runs a
+Great Expectations suite over the joined rows: `click_id` unique across all
+DCs, required fields not null, `query_id` well formed and equal to the
+input's, latency within `latency_bound_s`.
 
 The run **fails** when an expectation fails or a click is missing or lost
 (pending clicks are reported only);
@@ -47,6 +55,7 @@ the report (JSON + HTML) is in the object store under
     validated = ValidateParamsOperator(task_id=PARAMS, model="VerifyParams")
     verify = PhotonSparkSubmitOperator(
         task_id="verify",
+        inlets=[JOINED_OUTPUT],
         job="verify_output",
         name="photon-verify",
         application_args=[
@@ -66,5 +75,6 @@ the report (JSON + HTML) is in the object store under
         key=f"reports/verify/{{{{ {XCOM}['run'] }}}}/report.json",
         fail_unless_passed=True,
         trigger_rule="all_done",
+        outlets=[VERIFY_REPORTS],
     )
     validated >> verify >> report

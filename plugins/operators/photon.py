@@ -29,12 +29,29 @@ def checked_params(model: Any, context: Context, settings: Any) -> Any:
         raise AirflowFailException(str(exc)) from None
 
 
+def announced_hours(context: Context) -> list[str]:
+    """The event hours the asset events that triggered the run announced (none: a run
+    not triggered by ``photon_output_hours``)."""
+    events = context.get("triggering_asset_events") or {}
+    hours: set[str] = set()
+    for asset_events in events.values():
+        for event in asset_events:
+            hours.update((getattr(event, "extra", None) or {}).get("hours", []))
+    return sorted(hours)
+
+
 def _window(params: Any, context: Context | None = None) -> Any:
-    """The run's window: from its params, or a scheduled run's data interval."""
+    """The run's window: from its params, the hours the triggering asset events
+    announced, or a scheduled run's data interval."""
     from airflow.exceptions import AirflowFailException
 
+    from photon.ops.landed import hours_window
     from photon.ops.params import InvalidParamsError, run_interval
 
+    if context is not None and not params.window_start and not params.window_end:
+        hours = announced_hours(context)
+        if hours:  # settled already: no settle time to take off
+            return hours_window(hours)
     interval = None
     if context is not None:
         dag_run = context.get("dag_run")
@@ -153,6 +170,42 @@ def _as_of(context: Context) -> str:
     return interval[1].isoformat() if interval else ""
 
 
+class OutputHoursOperator(_PhotonOperator):
+    """Announce the settled event hours of joined output not announced before: one event
+    of ``asset`` whose extra is ``{"hours": [...]}`` (photon.ops.landed). Skipped (no
+    event) when no hour has settled since the last announcement."""
+
+    def __init__(self, *, asset: Any, settle_s: float = 120.0, **kwargs: Any) -> None:
+        super().__init__(inlets=[asset], outlets=[asset], **kwargs)
+        if settle_s < 0:
+            raise ValueError(f"settle_s must be >= 0, not {settle_s}")
+        self.asset = asset
+        self.settle_s = settle_s
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from datetime import UTC, datetime
+
+        from airflow.exceptions import AirflowSkipException
+
+        from photon.ops.landed import hours_to_announce, output_hours
+        from photon.storage import ObjectStore
+
+        before: list[str] = []
+        for event in context["inlet_events"][self.asset]:
+            announced = (event.extra or {}).get("hours")
+            before += [str(h) for h in announced] if isinstance(announced, list) else []
+        store = ObjectStore.from_settings(self._settings())
+        hours = hours_to_announce(
+            output_hours(store), datetime.now(UTC), self.settle_s, max(before, default=None)
+        )
+        if not hours:
+            raise AirflowSkipException("no event hour of output has settled since the last")
+        extra: dict[str, Any] = {"hours": hours}
+        context["outlet_events"][self.asset].extra = extra
+        self.log.info("announcing the settled hours %s", ", ".join(hours))
+        return {"hours": hours}
+
+
 class ValidateParamsOperator(BaseOperator):
     """Validate a run's params with their model; return them (XCom) for the next tasks.
 
@@ -220,6 +273,12 @@ class ReportOperator(_PhotonOperator):
         if report.get("data_docs"):
             self.data_docs_key = f"{folder}/{report['data_docs']}"
         self._log_table(f"report {self.key}", report)
+        for asset in self.outlets:  # the report as an asset event (plugins.assets)
+            context["outlet_events"][asset].extra = {
+                "run": report.get("run", ""),
+                "passed": bool(report.get("passed", False)),
+                "report": self.report_page_key,
+            }
         if self.fail_unless_passed and not report.get("passed", False):
             raise RuntimeError(
                 f"verification failed: {'; '.join(report.get('failures', [])) or 'see the report'}"

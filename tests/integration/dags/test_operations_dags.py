@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from photon.join.logmap import delta_prefix, sorted_prefix
-from photon.join.output import event_hour, joined_key, rows_under
+from photon.join.output import JOINED_BASE, OutputWriter, event_hour, joined_key, rows_under
 from photon.ops.compaction import lookups, read_runs, sample_entries
 from photon.ops.verify import read_report
 from tests.conftest import RunDag
@@ -161,7 +161,7 @@ def test_verify_dag_passes_on_clean_output_and_fails_on_a_planted_duplicate(
     docs_link = xcom(dag_run, "report", key="_link_DataDocsLink")
     assert f"/reports/verify/{report['run']}/report.html?" in urllib.parse.unquote(report_link)
     assert "X-Amz-Expires=604800" in report_link  # a week, signed (SigV4)
-    assert b"<h1>Photon verification: <span style=\"color:#1a7f37\">PASSED" in fetch(report_link)
+    assert b'<h1>Photon verification: <span style="color:#1a7f37">PASSED' in fetch(report_link)
     assert b"photon_joined_output" in fetch(docs_link)
     # the ids confirmed in output had their tokens cleared
     some = next(iter(manifest.expected_joins))
@@ -258,3 +258,46 @@ def fetch(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as answer:
         body: bytes = answer.read()
     return body
+
+
+def test_output_hours_announces_each_settled_hour_once_and_nothing_when_none_is_new(
+    run_dag: RunDag, ops_photon: OpsPhoton
+) -> None:
+    hour_us = 3600 * S
+    now_hour_us = time.time_ns() // 1000 // hour_us * hour_us
+
+    def plant(hours_ago: int, dc: str = "a") -> str:
+        ts_us = now_hour_us - hours_ago * hour_us + 7 * S
+        row = {"click_id": f"10.0.0.1:80:{ts_us}", "query_id": f"10.0.0.2:80:{ts_us - S}",
+               "dc": dc, "joined_at_us": ts_us + S, "token": f"{dc}/hours/1"}  # fmt: skip
+        OutputWriter(ops_photon.store, dc, "hours").joined("000000000001", [row], JOINED_BASE)
+        return event_hour(str(row["click_id"]))
+
+    oldest = plant(5)
+    first = run_dag("photon_output_hours")
+    assert xcom(first, "announce_settled_hours") == {"hours": [oldest]}
+
+    newer = sorted({plant(4, "b"), plant(3)})
+    plant(0)  # the current hour: not settled, never announced yet
+    second = run_dag("photon_output_hours")
+    assert xcom(second, "announce_settled_hours") == {"hours": newer}
+
+    third = run_dag("photon_output_hours")  # nothing new: skipped, no event
+    assert task_states(third) == {"announce_settled_hours": "skipped"}
+    assert announcements() == [[oldest], newer]
+
+
+def announcements() -> list[Any]:
+    """The hours of every event of the joined-output asset, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        events = (
+            session.query(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetModel.name == "photon_joined_output")
+            .order_by(AssetEvent.timestamp)
+            .all()
+        )
+        return [event.extra.get("hours") for event in events]

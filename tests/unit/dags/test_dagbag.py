@@ -18,6 +18,7 @@ EXPECTED = {
     "photon_reshard": None,
     "photon_recover": None,
     "photon_verify": None,
+    "photon_output_hours": None,
 }
 
 
@@ -56,8 +57,52 @@ def test_each_dag_has_its_description_tags_owner_retries_and_docs(
             assert task.retries is not None
     assert bag.dags["photon_reshard"].schedule is None  # manual
     assert bag.dags["photon_recover"].schedule is None
-    for scheduled in ("photon_gc_boundary", "photon_logmap_compaction", "photon_verify"):
+    for scheduled in (
+        "photon_gc_boundary",
+        "photon_logmap_compaction",
+        "photon_verify",
+        "photon_output_hours",
+    ):
         assert bag.dags[scheduled].timetable.periodic
+
+
+def test_verification_and_compaction_runs_have_a_data_interval_to_be_about(
+    dagbag: tuple[Any, list[object]],
+) -> None:
+    """A scheduled run's window is its data interval (photon.ops.params.run_interval): an
+    empty one (what a bare timedelta schedule gives in Airflow 3) would mean "now"."""
+    from datetime import timedelta
+
+    import pendulum
+    from airflow.timetables.base import TimeRestriction
+
+    bag, _ = dagbag
+    restriction = TimeRestriction(earliest=pendulum.datetime(2026, 1, 1), latest=None,
+                                  catchup=True)  # fmt: skip
+    for dag_id, length in (
+        ("photon_verify", timedelta(hours=1)),
+        ("photon_logmap_compaction", timedelta(minutes=30)),
+    ):
+        info = bag.dags[dag_id].timetable.next_dagrun_info(
+            last_automated_data_interval=None, restriction=restriction
+        )
+        assert info is not None
+        assert info.data_interval.end - info.data_interval.start == length, dag_id
+
+
+def test_verification_runs_when_settled_hours_of_output_are_announced(
+    dagbag: tuple[Any, list[object]],
+) -> None:
+    from plugins.assets import JOINED_OUTPUT, VERIFY_REPORTS
+
+    bag, _ = dagbag
+    verify, hours = bag.dags["photon_verify"], bag.dags["photon_output_hours"]
+    assets = [asset for _, asset in verify.timetable.asset_condition.iter_assets()]
+    assert [a.name for a in assets] == [JOINED_OUTPUT.name]
+    [announce] = hours.tasks
+    assert announce.outlets == [JOINED_OUTPUT] and announce.inlets == [JOINED_OUTPUT]
+    assert verify.get_task("report").outlets == [VERIFY_REPORTS]
+    assert verify.get_task("verify").inlets == [JOINED_OUTPUT]
 
 
 def test_each_dag_tells_of_a_failed_run_and_bounds_its_runs_and_tasks(

@@ -43,7 +43,9 @@ def test_an_object_store_connection_gives_endpoint_keys_and_bucket() -> None:
         login="key",
         password="secret-key",
         schema="photon",
-        extra=json.dumps({"scheme": "https", "region": "eu-west-1"}),
+        extra=json.dumps(
+            {"scheme": "https", "region": "eu-west-1", "public_url": "https://s3.example:9000"}
+        ),
     )
     assert object_store_overrides(conn) == {  # type: ignore[arg-type]
         "endpoint_url": "https://minio:9000",
@@ -51,6 +53,7 @@ def test_an_object_store_connection_gives_endpoint_keys_and_bucket() -> None:
         "secret_key": "secret-key",
         "bucket": "photon",
         "region": "eu-west-1",
+        "public_endpoint_url": "https://s3.example:9000",
     }
 
 
@@ -75,3 +78,11 @@ def test_photon_registers_its_connection_types_with_airflow() -> None:
     registry, store = hooks.get("photon_zookeeper"), hooks.get("photon_s3")
     assert registry is not None and registry.hook_class_name.endswith("PhotonRegistryHook")
     assert store is not None and store.hook_class_name.endswith("PhotonObjectStoreHook")
+
+
+def test_photon_registers_the_links_to_its_reports_with_airflow() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    links = ProvidersManager().extra_links_class_names  # type: ignore[no-untyped-call]
+    assert "plugins.links.reports.ReportLink" in links
+    assert "plugins.links.reports.DataDocsLink" in links
