@@ -10,6 +10,7 @@ from rich.table import Table
 from photon.bench import compare as compare_bench
 from photon.bench import pipeline as pipeline_bench
 from photon.bench import registry as registry_bench
+from photon.bench import verify as verify_bench
 from photon.cli.common import JsonOption, err, out, print_json, settings_of
 
 bench_app = typer.Typer(help="Benchmarks on the running local stack.", no_args_is_help=True)
@@ -169,4 +170,46 @@ def bench_compare(
     out.print(
         f"photon / native input events/s: {data['photon_vs_native_events_per_s']}x "
         f"(median of {runs} runs; target >= 1.0)"
+    )
+
+
+@bench_app.command("verify")
+def bench_verify(
+    ctx: typer.Context,
+    hours: Annotated[int, typer.Option(help="Hours of output at 1x.", min=1, max=24)] = 2,
+    scale: Annotated[int, typer.Option(help="How many times the output grows.", min=2)] = 10,
+    batches_per_hour: Annotated[
+        int, typer.Option(help="Batches (objects) per DC and hour.", min=1, max=3600)
+    ] = 360,
+    clicks_per_batch: Annotated[int, typer.Option(help="Clicks per batch.", min=1)] = 50,
+    runs: Annotated[
+        int, typer.Option(help="Runs at each size; the figures are medians.", min=1, max=20)
+    ] = 3,
+    json_out: JsonOption = False,
+) -> None:
+    """Verification of a one-hour window at 1x and 10x the output: its time stays flat."""
+    settings = settings_of(ctx)
+    with err.status("benchmarking verification...") as status:
+        result = verify_bench.run(
+            settings,
+            hours=hours,
+            scale=scale,
+            batches_per_hour=batches_per_hour,
+            clicks_per_batch=clicks_per_batch,
+            runs=runs,
+            on_step=lambda text: status.update(f"benchmarking verification: {text}"),
+        )
+    data = result.to_dict()
+    if json_out:
+        print_json(data)
+        return
+    table = Table("output", "objects", "verify the window (median s)", "read all output (s)")
+    for size in data["sizes"]:
+        table.add_row(f"{size['hours']} h", str(size["objects"]),
+                      str(size["verify_median_s"]), str(size["read_all_median_s"]))  # fmt: skip
+    out.print(table)
+    out.print(
+        f"output x{data['output_growth']}: verification x{data['verify_ratio']} "
+        f"(target <= 1.5: {data['targets']['verify_ratio_le_1_5']}); "
+        f"reading all output x{data['read_all_ratio']}"
     )
