@@ -14,7 +14,7 @@ retried: they are our bug or a permission problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -68,14 +68,15 @@ class ObjectStore:
         *,
         attempts: int = 5,
         max_backoff_s: float = 5.0,
-        arrow_fs: pafs.FileSystem | None = None,
+        arrow_fs: pafs.FileSystem | Callable[[], pafs.FileSystem] | None = None,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be at least 1, not {attempts}")
         self.bucket = bucket
         self._s3 = client
-        #: pyarrow's filesystem on the same bucket (:meth:`read_parquet`); None: not readable so
-        self.arrow_fs = arrow_fs
+        # pyarrow's filesystem on the same endpoint, for read_parquet, or what makes it:
+        # made on first use, so the joiners (which never read so) do not start AWS's SDK.
+        self._arrow_fs = arrow_fs
         #: Chaos only (faults.*): off unless the settings switch it on.
         self.faults = NO_FAULTS
         self._attempts = attempts
@@ -85,8 +86,13 @@ class ObjectStore:
     def from_settings(cls, settings: PhotonSettings, *, timeout_s: float = 10.0) -> ObjectStore:
         # boto3 retries once inside; our own backoff (tenacity) does the rest.
         client = s3_client(settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s, attempts=1)
-        arrow_fs = arrow_filesystem(settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s)
-        store = cls(client, settings.s3.bucket, arrow_fs=arrow_fs)
+        store = cls(
+            client,
+            settings.s3.bucket,
+            arrow_fs=lambda: arrow_filesystem(
+                settings.s3_endpoint_url, settings.s3, timeout_s=timeout_s
+            ),
+        )
         faults = FaultInjector(settings.faults)
         if faults.active:
             store.faults = faults
@@ -162,6 +168,17 @@ class ObjectStore:
                 return
             token = page.get("NextContinuationToken")
 
+    def arrow_fs(self) -> pafs.FileSystem:
+        """pyarrow's filesystem on this store's endpoint (made once, on first use)."""
+        if self._arrow_fs is None:
+            raise ObjectStoreError(
+                "this object store has no Arrow filesystem to read Parquet with "
+                "(build it with ObjectStore.from_settings, or pass arrow_fs)"
+            )
+        if not isinstance(self._arrow_fs, pafs.FileSystem):
+            self._arrow_fs = self._arrow_fs()
+        return self._arrow_fs
+
     def read_parquet(
         self,
         keys: Sequence[str],
@@ -177,13 +194,8 @@ class ObjectStore:
         """
         if not keys:
             return pa.table({})
-        if self.arrow_fs is None:
-            raise ObjectStoreError(
-                "this object store has no Arrow filesystem to read Parquet with "
-                "(build it with ObjectStore.from_settings, or pass arrow_fs)"
-            )
         dataset = pads.dataset(
-            [f"{self.bucket}/{key}" for key in keys], filesystem=self.arrow_fs, format="parquet"
+            [f"{self.bucket}/{key}" for key in keys], filesystem=self.arrow_fs(), format="parquet"
         )
         try:
             wanted = list(columns) if columns is not None else dataset.schema.names

@@ -36,7 +36,9 @@ def announced_hours(context: Context) -> list[str]:
     hours: set[str] = set()
     for asset_events in events.values():
         for event in asset_events:
-            hours.update((getattr(event, "extra", None) or {}).get("hours", []))
+            announced = (getattr(event, "extra", None) or {}).get("hours", [])
+            listed = announced if isinstance(announced, list) else [announced]
+            hours.update(str(h) for h in listed)
     return sorted(hours)
 
 
@@ -50,8 +52,14 @@ def _window(params: Any, context: Context | None = None) -> Any:
 
     if context is not None and not params.window_start and not params.window_end:
         hours = announced_hours(context)
-        if hours:  # settled already: no settle time to take off
-            return hours_window(hours)
+        try:
+            if hours:  # settled already: no settle time to take off
+                return hours_window(hours)
+        except ValueError:
+            raise AirflowFailException(
+                f"the asset events that triggered this run name hours that are not event "
+                f"hours like 2026-11-26T01: {hours[:5]}"
+            ) from None
     interval = None
     if context is not None:
         dag_run = context.get("dag_run")

@@ -52,3 +52,10 @@ def test_events_without_hours_leave_the_usual_window() -> None:
     assert announced_hours(ctx) == []
     window = _window(VerifyParams.parse({"lookback_s": 600, "settle_s": 0}), ctx)
     assert (window.end - window.start).total_seconds() == 600
+
+
+def test_an_event_naming_something_else_than_hours_fails_the_run_clearly() -> None:
+    from airflow.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="not event hours like 2026-11-26T01"):
+        _window(VerifyParams.parse({}), context({"hours": ["yesterday"]}))
