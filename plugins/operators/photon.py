@@ -36,7 +36,7 @@ def announced_hours(context: Context) -> list[str]:
     hours: set[str] = set()
     for asset_events in events.values():
         for event in asset_events:
-            announced = (getattr(event, "extra", None) or {}).get("hours", [])
+            announced = (getattr(event, "extra", None) or {}).get("hours") or []
             listed = announced if isinstance(announced, list) else [announced]
             hours.update(str(h) for h in listed)
     return sorted(hours)
