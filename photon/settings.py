@@ -651,6 +651,24 @@ def _unknown_env_vars() -> list[str]:
     return unknown
 
 
+def env_names_in_file(config_file: Path) -> set[str]:
+    """The ``PHOTON_*`` names of the values a TOML config file sets (``[retry]
+    max_age_s = 60`` -> ``PHOTON_RETRY__MAX_AGE_S``): what an environment default
+    must leave to the file, the environment layer being above the file's."""
+    _check_toml(config_file)
+    names: set[str] = set()
+
+    def walk(table: dict[str, Any], loc: tuple[str, ...]) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, (*loc, key))
+            else:
+                names.add(_env_name((*loc, key)))
+
+    walk(tomllib.loads(config_file.read_text(encoding="utf-8")), ())
+    return names
+
+
 def _check_toml(config_file: Path) -> None:
     """Raise :class:`SettingsError` naming the file, line and column of a TOML syntax
     error (the settings sources would say only the line and column)."""

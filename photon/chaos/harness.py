@@ -54,7 +54,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,7 +78,7 @@ from photon.ops.recover import recover
 from photon.ops.verify import pending_retries, verify
 from photon.registry_access import connect_registry
 from photon.runs import StreamClock, clean_up, environment, write_live
-from photon.settings import PhotonSettings, load_settings
+from photon.settings import CONFIG_ENV_VAR, PhotonSettings, env_names_in_file, load_settings
 from photon.stack import process
 from photon.stack.manager import LocalStack
 from photon.stack.s3 import s3_client
@@ -333,14 +333,13 @@ class _Sampler:
         )
 
 
-def run_chaos(
-    settings: PhotonSettings,
-    config: ChaosConfig,
-    *,
-    workdir: Path,
-    step: Callable[[str], None] = lambda _: None,
-) -> ChaosReport:
-    stamp = f"chaos-{uuid.uuid4().hex[:8]}"
+def chaos_environment(
+    stamp: str, workdir: Path, config_file: Path | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables a chaos run sets for itself and every process it starts: roots,
+    bucket and cache prefix of its own; the config file the user gave (``--config``),
+    so the apps read it too; and the chaos run's defaults (:data:`_CHAOS_ENV`) for
+    what neither the environment nor that file sets."""
     own = {
         "PHOTON_LOGS_ROOT": str(workdir / "logs"),
         "PHOTON_PIPELINE__STATE_ROOT": str(workdir / "state"),
@@ -348,8 +347,24 @@ def run_chaos(
         "PHOTON_S3__BUCKET": f"photon-{stamp}",
         "PHOTON_REDIS__KEY_PREFIX": f"photon-{stamp}:q",
     }
-    defaults = {k: v for k, v in _CHAOS_ENV.items() if k not in os.environ}
-    with environment(defaults | own):
+    in_file: set[str] = set()
+    if config_file is not None:
+        own[CONFIG_ENV_VAR] = str(config_file.resolve())
+        in_file = env_names_in_file(config_file)
+    defaults = {k: v for k, v in _CHAOS_ENV.items() if k not in environ and k not in in_file}
+    return defaults | own
+
+
+def run_chaos(
+    settings: PhotonSettings,
+    config: ChaosConfig,
+    *,
+    workdir: Path,
+    config_file: Path | None = None,
+    step: Callable[[str], None] = lambda _: None,
+) -> ChaosReport:
+    stamp = f"chaos-{uuid.uuid4().hex[:8]}"
+    with environment(chaos_environment(stamp, workdir, config_file, os.environ)):
         run_settings = load_settings()
         if len(run_settings.dcs) < 2:
             raise ValueError("a chaos run needs at least two DCs")

@@ -103,7 +103,11 @@ def chaos(
         raise typer.BadParameter(str(exc), param_hint="--outage-s") from None
     with tempfile.TemporaryDirectory(prefix="photon-chaos-") as workdir:
         report = run_chaos(
-            settings, config, workdir=Path(workdir), step=lambda s: err.print(f"[dim]chaos:[/] {s}")
+            settings,
+            config,
+            workdir=Path(workdir),
+            config_file=ctx.find_root().obj,  # --config: the run and its apps read it
+            step=lambda s: err.print(f"[dim]chaos:[/] {s}"),
         )
     data = report.to_dict()
     if json_out:
