@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 
+from photon.errors import PhotonError
 
-class MissingExtraError(RuntimeError):
+
+class MissingExtraError(PhotonError, RuntimeError):
     """An optional package is not installed; the message says which extra brings it."""
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photon.errors import PhotonError
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.settings import PhotonSettings
 
@@ -36,7 +37,7 @@ APPS = {QUERY_READER: "spark_apps.query_reader", JOINER: "spark_apps.joiner"}
 DC_PIPELINE_MODULE = "spark_apps.dc_pipeline"
 
 
-class PipelineError(RuntimeError):
+class PipelineError(PhotonError, RuntimeError):
     """A pipeline app failed."""
 
 

@@ -40,6 +40,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from photon.errors import PhotonError
+
 ENV_PREFIX = "PHOTON_"
 CONFIG_ENV_VAR = "PHOTON_CONFIG"
 
@@ -51,7 +53,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 PositiveSeconds = Annotated[float, Field(gt=0)]
 
 
-class SettingsError(ValueError):
+class SettingsError(PhotonError, ValueError):
     """Settings that cannot be used; the message names every bad setting."""
 
 

@@ -29,6 +29,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from photon.errors import PhotonError
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.settings import PhotonSettings
 from photon.stack.s3 import arrow_filesystem, s3_client
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 
-class ObjectStoreError(RuntimeError):
+class ObjectStoreError(PhotonError, RuntimeError):
     """The object store did not answer, or refused, within the retry limits."""
 
 

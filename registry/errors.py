@@ -24,5 +24,5 @@ class AttemptFencedError(RegistryError):
     it may neither commit nor write output any more."""
 
 
-class InvalidTokenError(ValueError):
+class InvalidTokenError(RegistryError, ValueError):
     """A token that is empty, too long or not text."""

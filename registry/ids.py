@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Self
 
+from registry.errors import RegistryError
+
 #: 2000-01-01T00:00:00Z, in microseconds.
 MIN_TS_US = 946_684_800_000_000
 #: 2200-01-01T00:00:00Z, in microseconds.
@@ -33,7 +35,7 @@ _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
 _IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 
 
-class InvalidEventIdError(ValueError):
+class InvalidEventIdError(RegistryError, ValueError):
     """An event id that is not in canonical ``<ipv4>:<pid>:<ts_us>`` form."""
 
 

@@ -23,6 +23,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
+from registry.errors import RegistryError
 from registry.ids import EventId
 
 MAX_SHARDS = 4096
@@ -30,8 +31,8 @@ HOUR_US = 3_600_000_000
 DEFAULT_BUCKET_US = 10_000_000
 
 
-class InvalidShardingError(ValueError):
-    pass
+class InvalidShardingError(RegistryError, ValueError):
+    """A sharding config or epoch that is not valid (shard count, start, order)."""
 
 
 def stable_hash(event_id: str) -> int:

@@ -29,26 +29,22 @@ from photon.cli.bench_cmds import bench_app
 from photon.cli.cluster_cmds import cluster_app
 from photon.cli.common import JsonOption, err, out, settings_of
 from photon.cli.registry_cmds import registry_app
+from photon.errors import PhotonError
 from photon.events.records import Stream
-from photon.extras import MissingExtraError
 from photon.gen.model import GenConfig
-from photon.gen.simulator import LogsNotEmptyError, load_manifest, simulate, write
+from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.audit import Audit, audit
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
 from photon.observe.recorder import METRICS_FILE, read_records
 from photon.observe.report import AUDIT_FILE, ReportError
 from photon.observe.report import write as report_write
-from photon.ops.reshard import PipelinesBehindError
-from photon.pipeline import PipelineError, reset_state
+from photon.pipeline import reset_state
 from photon.security import compose_env
 from photon.security.s3_access import write_policy_files
-from photon.settings import SettingsError
 from photon.stack.manager import LocalStack, StackError, StackStatus
-from photon.stack.ports import PortInUseError
 from photon.storage import ObjectStore
-from registry import InvalidEventIdError, InvalidTokenError, RegistryError
-from registry.sharding import InvalidShardingError
+from registry import RegistryError
 
 app = typer.Typer(
     name="photon",
@@ -77,20 +73,9 @@ app.command("status")(status_cmds.status)
 app.command("verify")(ops_cmds.verify)
 app.command("recover")(ops_cmds.recover)
 
-#: Errors a user can act on: printed as one message, exit status 2.
-USER_ERRORS = (
-    SettingsError,
-    StackError,
-    PortInUseError,
-    LogsNotEmptyError,
-    PipelineError,
-    RegistryError,
-    InvalidShardingError,
-    InvalidEventIdError,
-    InvalidTokenError,
-    PipelinesBehindError,
-    MissingExtraError,
-)
+#: Errors a user can act on: printed as one message, exit status 2. Every error Photon
+#: or the IdRegistry raises on purpose derives from one of these roots (photon.errors).
+USER_ERRORS = (PhotonError, RegistryError)
 
 
 #: The ``gen`` flag of each field of the generator's config, to name it in an error.

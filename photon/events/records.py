@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from photon.errors import PhotonError
 from photon.events.ids import EventId, InvalidEventIdError
 
 #: One decoder for every line: msgspec parses ~4x faster than ``json`` and is strict.
@@ -59,7 +60,7 @@ FILE_REASONS = frozenset(
 )
 
 
-class BadLineError(ValueError):
+class BadLineError(PhotonError, ValueError):
     """A line that cannot become an event; carries the quarantine reason."""
 
     def __init__(self, reason: QuarantineReason, detail: str) -> None:

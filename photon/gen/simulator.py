@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photon.errors import PhotonError
 from photon.events.ids import EventId
 from photon.events.records import QuarantineReason, Stream
 from photon.gen.model import (
@@ -75,7 +76,7 @@ _US = 1_000_000
 ProgressCallback = Callable[[int, int], None]
 
 
-class LogsNotEmptyError(RuntimeError):
+class LogsNotEmptyError(PhotonError, RuntimeError):
     pass
 
 

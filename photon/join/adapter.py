@@ -20,10 +20,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
+from photon.errors import PhotonError
 from photon.events.records import ClickEvent, QueryEvent
 
 
-class AdapterError(ValueError):
+class AdapterError(PhotonError, ValueError):
     """An adapter path that cannot be loaded."""
 
 

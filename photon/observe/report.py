@@ -37,11 +37,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from photon.errors import PhotonError
 from photon.extras import require
 from photon.observe.prom import bucket_quantile
 
 
-class ReportError(ValueError):
+class ReportError(PhotonError, ValueError):
     """The recorded run cannot be reported; the message says why."""
 
 

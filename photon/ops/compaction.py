@@ -43,6 +43,7 @@ from typing import Any
 
 import structlog
 
+from photon.errors import PhotonError
 from photon.events.ids import EventId
 from photon.join.logmap import (
     LogFileMap,
@@ -58,7 +59,7 @@ from photon.storage import ObjectStore
 log = structlog.get_logger(__name__)
 
 
-class CompactionCheckError(RuntimeError):
+class CompactionCheckError(PhotonError, RuntimeError):
     """The new run differs from what its input runs say; the old runs were kept."""
 
 

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.config import JsonDict
 
+from photon.errors import PhotonError
+
 if TYPE_CHECKING:
     from photon.settings import PhotonSettings
 
 
-class InvalidParamsError(ValueError):
+class InvalidParamsError(PhotonError, ValueError):
     """A DAG run's parameters that cannot be used; nothing was changed."""
 
 

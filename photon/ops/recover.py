@@ -65,6 +65,7 @@ from typing import Any
 
 import structlog
 
+from photon.errors import PhotonError
 from photon.events.records import Stream, decode_click
 from photon.join.output import attempt_keys
 from photon.join.retry import PendingClick, RetryStore
@@ -81,7 +82,7 @@ _HOUR_US = 3600 * 1_000_000
 log = structlog.get_logger(__name__)
 
 
-class RecoveryStateError(RuntimeError):
+class RecoveryStateError(PhotonError, RuntimeError):
     """The joiner state recovery decides from is not where the settings say."""
 
 

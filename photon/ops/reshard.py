@@ -22,11 +22,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from photon.errors import PhotonError
 from photon.ops.params import ReshardParams
 from registry import IdRegistry
 
 
-class PipelinesBehindError(RuntimeError):
+class PipelinesBehindError(PhotonError, RuntimeError):
     """A running pipeline still uses an older sharding config than the current one."""
 
 

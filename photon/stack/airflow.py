@@ -40,6 +40,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
+from photon.errors import PhotonError
 from photon.settings import (
     CONFIG_ENV_VAR,
     ENV_PREFIX,
@@ -57,7 +58,7 @@ AIRFLOW_SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 _PG_USER = "postgres"
 
 
-class AirflowStackError(RuntimeError):
+class AirflowStackError(PhotonError, RuntimeError):
     """Local Airflow cannot do what was asked; the message says why."""
 
 

@@ -30,6 +30,7 @@ import structlog
 from pydantic import BaseModel
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from photon.errors import PhotonError
 from photon.settings import PhotonSettings
 from photon.stack import process
 from photon.stack.monitoring import (
@@ -49,7 +50,7 @@ log = structlog.get_logger(__name__)
 _OUTPUT_TAIL_LINES = 20
 
 
-class StackError(RuntimeError):
+class StackError(PhotonError, RuntimeError):
     """The local stack cannot do what was asked; the message says why."""
 
 

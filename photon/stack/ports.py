@@ -10,8 +10,10 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
+from photon.errors import PhotonError
 
-class PortInUseError(RuntimeError):
+
+class PortInUseError(PhotonError, RuntimeError):
     def __init__(self, host: str, taken: Mapping[str, int]) -> None:
         listing = ", ".join(f"{port} ({setting})" for setting, port in taken.items())
         super().__init__(
