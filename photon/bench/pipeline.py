@@ -64,7 +64,7 @@ from typing import Any
 from photon.chaos.analysis import json_lines
 from photon.gen.model import GenConfig
 from photon.gen.simulator import load_manifest, simulate, write
-from photon.join.output import decode
+from photon.join.output import decode, output_prefix
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.logconfig import FORMAT_ENV
 from photon.pipeline import app_argv, app_summaries, run_pipelines
@@ -124,7 +124,9 @@ class ObjectWatcher:
     new keys, not the whole prefix.
     """
 
-    def __init__(self, store: ObjectStore, prefix: str = "joined/", period_s: float = 0.2) -> None:
+    def __init__(
+        self, store: ObjectStore, prefix: str = output_prefix("joined"), period_s: float = 0.2
+    ) -> None:
         self.store = store
         self.prefix = prefix
         self.period_s = period_s

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from photon.join.output import JOINED_BASE, OutputWriter
+from photon.join.output import JOINED_BASE, OutputWriter, output_prefix
 from photon.ops.params import Window
 from photon.ops.verify import verify
 from photon.registry_access import connect_registry
@@ -216,7 +216,8 @@ def _measure(
         if to_write:
             step(f"writing {size}x: {len(to_write)} more hour(s) of output")
             write_hours(store, to_write, batches, clicks)
-        figures = SizeFigures(hours=hours * size, objects=sum(1 for _ in store.keys("joined/")))
+        objects = sum(1 for _ in store.keys(output_prefix("joined")))
+        figures = SizeFigures(hours=hours * size, objects=objects)
         for n in range(runs):
             step(f"{size}x: verifying the window, run {n + 1} of {runs}")
             started = time.perf_counter()
@@ -230,7 +231,7 @@ def _measure(
             figures.window_rows = report.completeness.output_rows
             step(f"{size}x: reading all output, run {n + 1} of {runs}")
             started = time.perf_counter()
-            store.read_parquet(list(store.keys("joined/")), columns=["click_id"])
+            store.read_parquet(list(store.keys(output_prefix("joined"))), columns=["click_id"])
             figures.read_all_s.append(time.perf_counter() - started)
         result.sizes.append(figures)
     return result

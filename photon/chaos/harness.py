@@ -71,7 +71,7 @@ from photon.faults import CRASH_EXIT_CODE, STEPS
 from photon.gen.model import GenConfig, Manifest
 from photon.gen.simulator import load_manifest
 from photon.join.backlog import joiner_backlog
-from photon.join.output import decode, rows_under
+from photon.join.output import decode, output_prefix, rows_under
 from photon.join.runtime import JOINER, QUERY_READER, current_attempt
 from photon.ops.params import Window
 from photon.ops.recover import recover
@@ -307,7 +307,7 @@ class _Sampler:
     def sample(self) -> None:
         t_s = round(self.since_start(), 1)
         backlogs = {dc: joiner_backlog(self.settings, dc) for dc in self.settings.dcs}
-        for key in self.store.keys("joined/"):
+        for key in self.store.keys(output_prefix("joined")):
             if key in self._seen:
                 continue
             data = self.store.get(key)
@@ -492,7 +492,7 @@ def _run(
             report.verification_after = after.to_dict()
         final = after.completeness
         report.unjoinable = final.unjoinable
-        final_ids = {r["click_id"] for r in rows_under(store, "joined/")}
+        final_ids = {r["click_id"] for r in rows_under(store, output_prefix("joined"))}
         # All of the output, not only the verification window's (an id whose server
         # clock ran ahead may fall past its end).
         report.joined = len(final_ids)
@@ -543,8 +543,8 @@ def accounting(
     """Where every distinct click of the run ended: joined, unjoinable, too old (below a
     GC boundary) or still pending in a retry store. A click joined by one DC may be too
     old for another that reached it after GC: it counts as joined."""
-    unjoinable = {r["click_id"] for r in rows_under(store, "unjoinable/")}
-    too_old = {r["click_id"] for r in rows_under(store, "too_old/")}
+    unjoinable = {r["click_id"] for r in rows_under(store, output_prefix("unjoinable"))}
+    too_old = {r["click_id"] for r in rows_under(store, output_prefix("too_old"))}
     pending = pending_retries(settings)
     clicks = set(manifest.expected_joins) | set(manifest.never_joinable)
     accounted = joined | unjoinable | too_old | pending

@@ -49,7 +49,7 @@ from photon.chaos.supervisor import Supervisor
 from photon.events.records import FILE_REASONS, Stream
 from photon.faults import CRASH_EXIT_CODE, STEPS
 from photon.join.backlog import committed_offsets, joiner_backlog
-from photon.join.output import attempt_keys, decode
+from photon.join.output import attempt_keys, decode, output_prefix
 from photon.join.runtime import JOINER, current_attempt
 from photon.registry_access import connect_registry
 from photon.runs import StreamClock
@@ -327,7 +327,7 @@ def log_file_reports(record: FaultRecord, store: ObjectStore) -> None:
     struck only if every kind of change was reported, each once."""
     dc = record.target.removeprefix("clicks[").removesuffix("]")
     reasons: dict[str, int] = {}
-    for key in store.keys(f"quarantine/dc={dc}/stream={Stream.CLICKS.value}/"):
+    for key in store.keys(f"{output_prefix('quarantine', dc)}stream={Stream.CLICKS.value}/"):
         data = store.get(key)
         for row in decode(data) if data is not None else []:
             if row["file"].startswith(FILE_PREFIX) and row["reason"] in FILE_REASONS:

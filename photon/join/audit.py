@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from photon.gen.model import Manifest
-from photon.join.output import rows_under
+from photon.join.output import output_prefix, rows_under
 from photon.storage import ObjectStore
 
 
@@ -45,7 +45,7 @@ class Audit:
 
 
 def audit(store: ObjectStore, manifest: Manifest) -> Audit:
-    joined = rows_under(store, "joined/")
+    joined = rows_under(store, output_prefix("joined"))
     counts = Counter(r["click_id"] for r in joined)
     expected = manifest.expected_joins
     result = Audit(
@@ -61,8 +61,8 @@ def audit(store: ObjectStore, manifest: Manifest) -> Audit:
     )
     result.joined_by_dc = dict(Counter(r["dc"] for r in joined))
     for dc, dc_manifest in manifest.dcs.items():
-        unjoinable = {r["click_id"] for r in rows_under(store, f"unjoinable/dc={dc}/")}
+        unjoinable = {r["click_id"] for r in rows_under(store, output_prefix("unjoinable", dc))}
         result.unjoinable_by_dc[dc] = len(unjoinable)
-        result.quarantined_by_dc[dc] = len(rows_under(store, f"quarantine/dc={dc}/"))
+        result.quarantined_by_dc[dc] = len(rows_under(store, output_prefix("quarantine", dc)))
         result.malformed_by_dc[dc] = len(dc_manifest.malformed)
     return result

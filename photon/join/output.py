@@ -87,7 +87,16 @@ QUARANTINE = pa.schema(
 
 #: The kinds of click output, each laid out by DC and event hour.
 CLICK_KINDS = ("joined", "unjoinable", "too_old")
+#: Every kind of output, clicks' and quarantined lines'.
+OUTPUT_KINDS = (*CLICK_KINDS, "quarantine")
 _HOUR_US = 3600 * 1_000_000
+
+
+def output_prefix(kind: str, dc: str | None = None) -> str:
+    """Where all output of a kind is (``joined/``), or one DC's (``joined/dc=a/``)."""
+    if kind not in OUTPUT_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(OUTPUT_KINDS)}, not {kind!r}")
+    return f"{kind}/" if dc is None else f"{kind}/dc={dc}/"
 
 
 def event_hour(click_id: str) -> str:
@@ -107,12 +116,12 @@ def _hour_name(hours_since_epoch: int) -> str:
 
 
 def joined_key(dc: str, attempt: str, batch: str, hour: str) -> str:
-    return f"joined/dc={dc}/hour={hour}/{attempt}/{batch}.parquet"
+    return f"{output_prefix('joined', dc)}hour={hour}/{attempt}/{batch}.parquet"
 
 
 def unjoinable_key(dc: str, attempt: str, batch: str, hour: str, *, too_old: bool = False) -> str:
-    prefix = "too_old" if too_old else "unjoinable"
-    return f"{prefix}/dc={dc}/hour={hour}/{attempt}/{batch}.parquet"
+    kind = "too_old" if too_old else "unjoinable"
+    return f"{output_prefix(kind, dc)}hour={hour}/{attempt}/{batch}.parquet"
 
 
 def window_prefixes(store: ObjectStore, kind: str, start_us: int, end_us: int) -> list[str]:
@@ -121,13 +130,15 @@ def window_prefixes(store: ObjectStore, kind: str, start_us: int, end_us: int) -
     if kind not in CLICK_KINDS:
         raise ValueError(f"kind must be one of {', '.join(CLICK_KINDS)}, not {kind!r}")
     hours = hours_between(start_us, end_us)
-    return [f"{dc}hour={hour}/" for dc in store.folders(f"{kind}/") for hour in hours]
+    return [f"{dc}hour={hour}/" for dc in store.folders(output_prefix(kind)) for hour in hours]
 
 
 def attempt_keys(store: ObjectStore, kind: str, dc: str, attempt: str) -> list[str]:
     """Every key of ``kind`` one attempt of a DC wrote, whatever its hours."""
     return [
-        key for hour in store.folders(f"{kind}/dc={dc}/") for key in store.keys(f"{hour}{attempt}/")
+        key
+        for hour in store.folders(output_prefix(kind, dc))
+        for key in store.keys(f"{hour}{attempt}/")
     ]
 
 
@@ -140,7 +151,7 @@ def by_hour(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, An
 
 
 def quarantine_key(dc: str, stream: str, attempt: str, batch: str) -> str:
-    return f"quarantine/dc={dc}/stream={stream}/{attempt}/{batch}.parquet"
+    return f"{output_prefix('quarantine', dc)}stream={stream}/{attempt}/{batch}.parquet"
 
 
 def encode(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> bytes:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+from photon.join.output import output_prefix
 from photon.ops.params import Window
 from photon.storage import ObjectStore
 
@@ -35,7 +36,7 @@ def hour_start(hour: str) -> datetime:
 def output_hours(store: ObjectStore) -> list[str]:
     """Every event hour some DC has joined output of, in order."""
     hours = set()
-    for dc_folder in store.folders("joined/"):
+    for dc_folder in store.folders(output_prefix("joined")):
         for folder in store.folders(dc_folder):
             match = _HOUR_FOLDER.search(folder)
             if match:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_OUTPUT_PREFIXES = ("joined", "unjoinable", "too_old", "quarantine")
+from photon.join.output import OUTPUT_KINDS, output_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +61,13 @@ def policy(service: str, bucket: str, dcs: list[str]) -> dict[str, Any]:
     statements = [_statement("List", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])]
     app, _, dc = service.rpartition("-")
     if app == "joiner":
-        own = [f"{prefix}/dc={dc}/" for prefix in _OUTPUT_PREFIXES]
+        own = [output_prefix(kind, dc) for kind in OUTPUT_KINDS]
         statements += [
             _statement("WriteOwnOutput", ["s3:PutObject", "s3:GetObject"], _objects(bucket, own)),
             _statement("ReadOwnMap", ["s3:GetObject"], _objects(bucket, [f"logmap/dc={dc}/"])),
         ]
     elif app == "query-reader":
-        own = [f"logmap/dc={dc}/delta/", f"quarantine/dc={dc}/stream=queries/"]
+        own = [f"logmap/dc={dc}/delta/", f"{output_prefix('quarantine', dc)}stream=queries/"]
         statements += [
             _statement("WriteOwnMap", ["s3:PutObject", "s3:GetObject"], _objects(bucket, own)),
             _statement("ReadOwnMap", ["s3:GetObject"], _objects(bucket, [f"logmap/dc={dc}/"])),

@@ -54,9 +54,11 @@ class PhotonObjectStoreHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """The UI's "Test" button: list the bucket."""
+        from photon.join.output import output_prefix
+
         try:
             store = self.get_conn()
-            next(iter(store.keys("joined/")), None)
+            next(iter(store.keys(output_prefix("joined"))), None)
         except Exception as exc:  # the button shows any failure, whatever its kind
             return False, str(exc)
         return True, f"bucket {store.bucket} is readable"
