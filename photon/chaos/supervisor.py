@@ -38,14 +38,12 @@ from pathlib import Path
 import psutil
 import structlog
 
+from photon.join.runtime import APP_NAMES
 from photon.logconfig import FORMAT_ENV
-from photon.pipeline import APPS as APP_MODULES
 from photon.pipeline import app_argv
 from photon.settings import PhotonSettings
 
 log = structlog.get_logger(__name__)
-
-APPS = tuple(APP_MODULES)  # the query reader first, as `photon run` starts them
 
 
 @dataclass
@@ -91,7 +89,7 @@ class Supervisor:
         self._apps = {
             (dc, app): _App(dc, app, log_dir / f"{app}-{dc}.log")
             for dc in settings.dcs
-            for app in APPS
+            for app in APP_NAMES
         }
         self._down: set[str] = set()
         # Apps on their faulty first run: neither restarted nor killed until they crash.
@@ -140,7 +138,7 @@ class Supervisor:
         """The whole DC pipeline dies (SIGKILL) and stays down until :meth:`bring_up`."""
         with self._lock:
             self._down.add(dc)
-            for app in APPS:
+            for app in APP_NAMES:
                 entry = self._apps[(dc, app)]
                 if entry.process is not None and entry.process.poll() is None:
                     entry.process.kill()
@@ -150,7 +148,7 @@ class Supervisor:
     def bring_up(self, dc: str) -> None:
         with self._lock:
             self._down.discard(dc)
-            for app in APPS:
+            for app in APP_NAMES:
                 entry = self._apps[(dc, app)]
                 if entry.process is None or entry.process.poll() is not None:
                     self._start(dc, app)

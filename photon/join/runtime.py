@@ -40,6 +40,8 @@ from photon.storage import ObjectStore
 
 JOINER = "joiner"
 QUERY_READER = "query-reader"
+#: A DC's two apps, the query reader first (the order they start in).
+APP_NAMES = (QUERY_READER, JOINER)
 
 
 def retry_store_path(settings: PhotonSettings, dc: str) -> Path:

@@ -15,6 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from photon.join.runtime import APP_NAMES
 from photon.observe.status import InputLag, Snapshot
 
 _LAGGING_S = 60.0
@@ -81,7 +82,7 @@ def render(snapshot: Snapshot) -> Group:
         dcs.add_column(f"DC {name}", justify="right")
     rows: dict[str, list[Text | str]] = {label: [] for label in _DC_ROWS}
     for dc in snapshot.dcs.values():
-        for app in ("query-reader", "joiner"):
+        for app in APP_NAMES:
             rows[app.replace("-", " ")].append(_state(dc.apps[app] == "up", dc.apps[app]))
         rows["clicks behind"].append(_lag(dc.input_lag["clicks"]))
         rows["queries behind"].append(_lag(dc.input_lag["queries"]))

@@ -32,15 +32,13 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from photon.join.backlog import Backlog, joiner_backlog, query_reader_backlog
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.join.runtime import APP_NAMES, JOINER, QUERY_READER
 from photon.observe.prom import Scrape, scrape
 from photon.settings import PhotonSettings
 from photon.stack.zookeeper import ensemble_healthy, four_letter_word, srvr_mode
 
 if TYPE_CHECKING:
     from registry import IdRegistry
-
-APPS = (QUERY_READER, JOINER)
 
 
 @dataclass
@@ -159,7 +157,7 @@ def scrape_apps(settings: PhotonSettings) -> Pages:
     """Every app's endpoint, once (None: down, or its metrics are off)."""
     pages: Pages = {}
     for dc in settings.dcs:
-        for app in APPS:
+        for app in APP_NAMES:
             port = settings.metrics_port(dc, app)
             url = f"http://{settings.stack.host}:{port}/metrics"
             pages[(dc, app)] = None if port is None else scrape(url)
@@ -190,7 +188,7 @@ def collect(
 def _dc_status(
     settings: PhotonSettings, dc: str, now: float, previous: Snapshot | None, pages: Pages
 ) -> DcStatus:
-    scrapes = {app: pages.get((dc, app)) for app in APPS}
+    scrapes = {app: pages.get((dc, app)) for app in APP_NAMES}
     joiner = scrapes[JOINER] or Scrape()
     both = Scrape.merged(*scrapes.values())
     joined = int(joiner.total("photon_clicks_total", dc=dc, outcome="joined"))
@@ -205,7 +203,7 @@ def _dc_status(
             app: "no metrics"
             if settings.metrics_port(dc, app) is None
             else ("down" if scrapes[app] is None else "up")
-            for app in APPS
+            for app in APP_NAMES
         },
         input_lag={
             "queries": _input_lag(settings, dc, QUERY_READER, scrapes),

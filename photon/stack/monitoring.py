@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from photon.join.runtime import APP_NAMES
 from photon.settings import PhotonSettings, StackSettings
 
 #: The alert rules, shared with compose (docs/metrics.md, "Alerts").
@@ -93,7 +94,7 @@ class PrometheusService:
         host = self.stack.host
         apps = []
         for dc in self.settings.dcs:
-            for app in ("query-reader", "joiner"):
+            for app in APP_NAMES:
                 port = self.settings.metrics_port(dc, app)
                 if port is not None:
                     apps.append(
