@@ -1,4 +1,5 @@
-"""Local files that appear whole: written under a temporary name, then renamed.
+"""Local files that appear whole: written under a temporary name, then renamed; and the
+last lines of a log, for error messages.
 
 A reader sees the old file or the new one, never a part (a rename within one
 directory is atomic on POSIX). With ``sync`` the bytes reach the disk before
@@ -22,3 +23,15 @@ def write_whole(path: Path, data: bytes, *, sync: bool = False) -> Path:
             os.fsync(out.fileno())
     tmp.replace(path)
     return path
+
+
+def last_lines(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a text file ("" when there is none; undecodable bytes
+    replaced): what an error message shows of a process's log."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"(cannot read {path}: {exc})"
+    return "\n".join(text.splitlines()[-lines:])

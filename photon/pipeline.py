@@ -30,6 +30,7 @@ from typing import Any
 
 from photon.errors import PhotonError
 from photon.join.runtime import JOINER, QUERY_READER
+from photon.localfiles import last_lines
 from photon.settings import PhotonSettings
 
 APPS = {QUERY_READER: "spark_apps.query_reader", JOINER: "spark_apps.joiner"}
@@ -58,11 +59,7 @@ class Child:
         return f"{'+'.join(self.apps)}[{self.dc}]"
 
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except FileNotFoundError:
-            return ""
-        return "\n".join(text[-lines:])
+        return last_lines(self.log_path, lines)
 
 
 def app_summary(state_dir: Path) -> dict[str, Any]:

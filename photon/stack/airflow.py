@@ -41,6 +41,7 @@ import structlog
 from pydantic import BaseModel
 
 from photon.errors import PhotonError
+from photon.localfiles import last_lines
 from photon.settings import (
     CONFIG_ENV_VAR,
     ENV_PREFIX,
@@ -495,8 +496,8 @@ class AirflowStack:
         for name in names:
             record = state.services.get(name)
             if record is not None:
-                lines = Path(record.output).read_text(errors="replace").splitlines()[-15:]
-                parts.append(f"--- last lines of {record.output} ---\n" + "\n".join(lines))
+                tail = last_lines(Path(record.output), 15)
+                parts.append(f"--- last lines of {record.output} ---\n" + tail)
         return "\n".join(parts)
 
     def _load(self) -> AirflowState | None:

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from photon.errors import PhotonError
+from photon.localfiles import last_lines
 from photon.settings import PhotonSettings
 from photon.stack import process
 from photon.stack.monitoring import (
@@ -372,7 +373,7 @@ class LocalStack:
             record = state.services.get(name)
             if record is None:
                 continue
-            tail = _tail(Path(record.output), _OUTPUT_TAIL_LINES)
+            tail = last_lines(Path(record.output), _OUTPUT_TAIL_LINES)
             parts.append(f"--- last lines of {record.output} ---\n{tail}")
         return "\n".join(parts)
 
@@ -411,10 +412,3 @@ def _merged_ports(services: list[Service]) -> dict[str, int]:
     for service in services:
         ports |= service.ports()
     return ports
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as exc:
-        return f"(cannot read: {exc})"
