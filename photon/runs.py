@@ -1,6 +1,7 @@
-"""What whole-pipeline runs (the benchmark, the chaos harness) share.
+"""What whole-pipeline runs (the demo, the benchmark, the chaos harness) share.
 
-A private environment of ``PHOTON_*`` variables for a run, the live ad-server
+A run's namespace (its own registry root, bucket, cache keys, logs and state),
+a private environment of ``PHOTON_*`` variables for a run, the live ad-server
 writer in a process of its own (on a :class:`StreamClock` the run may pause),
 waiting until every app streams, and the clean-up of what a run leaves in the
 stack.
@@ -27,6 +28,23 @@ from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
+
+
+def namespace(name: str, workdir: Path | None = None) -> dict[str, str]:
+    """The ``PHOTON_*`` variables of a run named ``name`` (lower case, e.g.
+    ``bench-burst-1a2b3c4d``): a registry root, a bucket and cache keys of its own,
+    ``photon-<name>``, so a stack shared with earlier runs (or ``photon up``) cannot
+    answer for this run's clicks; given ``workdir``, its own logs and pipeline state
+    under it too."""
+    values = {
+        "PHOTON_ZOOKEEPER__ROOT": f"/photon-{name}",
+        "PHOTON_S3__BUCKET": f"photon-{name}",
+        "PHOTON_REDIS__KEY_PREFIX": f"photon-{name}:q",
+    }
+    if workdir is not None:
+        values["PHOTON_LOGS_ROOT"] = str(workdir / "logs")
+        values["PHOTON_PIPELINE__STATE_ROOT"] = str(workdir / "state")
+    return values
 
 
 @contextmanager

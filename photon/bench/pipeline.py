@@ -68,7 +68,7 @@ from photon.join.output import decode, output_prefix
 from photon.join.runtime import JOINER, QUERY_READER
 from photon.logconfig import FORMAT_ENV
 from photon.pipeline import app_argv, app_summaries, run_pipelines
-from photon.runs import clean_up, environment, wait_until_streaming, write_live
+from photon.runs import clean_up, environment, namespace, wait_until_streaming, write_live
 from photon.settings import PhotonSettings, load_settings
 from photon.stack.s3 import s3_client
 from photon.storage import ObjectStore
@@ -184,15 +184,8 @@ def _percentile(values: list[float], q: float) -> float | None:
 def _phase_env(workdir: Path, name: str) -> dict[str, str]:
     """A phase's own logs, state, registry root, bucket and cache keys, on the bench's
     defaults (each unless the environment sets it)."""
-    stamp = f"{name}-{uuid.uuid4().hex[:8]}"
     defaults = {k: v for k, v in _BENCH_ENV.items() if k not in os.environ}
-    return defaults | {
-        "PHOTON_LOGS_ROOT": str(workdir / name / "logs"),
-        "PHOTON_PIPELINE__STATE_ROOT": str(workdir / name / "state"),
-        "PHOTON_ZOOKEEPER__ROOT": f"/photon-bench-{stamp}",
-        "PHOTON_S3__BUCKET": f"photon-bench-{stamp}",
-        "PHOTON_REDIS__KEY_PREFIX": f"photon-bench-{stamp}:q",
-    }
+    return defaults | namespace(f"bench-{name}-{uuid.uuid4().hex[:8]}", workdir / name)
 
 
 def run_phase(

@@ -77,7 +77,7 @@ from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import pending_retries, verify
 from photon.registry_access import connect_registry
-from photon.runs import StreamClock, clean_up, environment, write_live
+from photon.runs import StreamClock, clean_up, environment, namespace, write_live
 from photon.settings import CONFIG_ENV_VAR, PhotonSettings, env_names_in_file, load_settings
 from photon.stack import process
 from photon.stack.manager import LocalStack
@@ -340,13 +340,7 @@ def chaos_environment(
     bucket and cache prefix of its own; the config file the user gave (``--config``),
     so the apps read it too; and the chaos run's defaults (:data:`_CHAOS_ENV`) for
     what neither the environment nor that file sets."""
-    own = {
-        "PHOTON_LOGS_ROOT": str(workdir / "logs"),
-        "PHOTON_PIPELINE__STATE_ROOT": str(workdir / "state"),
-        "PHOTON_ZOOKEEPER__ROOT": f"/photon-{stamp}",
-        "PHOTON_S3__BUCKET": f"photon-{stamp}",
-        "PHOTON_REDIS__KEY_PREFIX": f"photon-{stamp}:q",
-    }
+    own = namespace(stamp, workdir)
     in_file: set[str] = set()
     if config_file is not None:
         own[CONFIG_ENV_VAR] = str(config_file.resolve())

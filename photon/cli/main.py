@@ -40,6 +40,7 @@ from photon.observe.recorder import METRICS_FILE, read_records
 from photon.observe.report import AUDIT_FILE, ReportError
 from photon.observe.report import write as report_write
 from photon.pipeline import reset_state
+from photon.runs import namespace
 from photon.security import compose_env
 from photon.security.s3_access import write_policy_files
 from photon.stack.manager import LocalStack, StackError, StackStatus
@@ -488,9 +489,7 @@ def demo(
     # A registry root, a bucket and cache keys of the run's own: a stack left running
     # by an earlier run (or by `photon up`) cannot answer for this run's clicks.
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    os.environ["PHOTON_ZOOKEEPER__ROOT"] = f"/photon-demo-{stamp}"
-    os.environ["PHOTON_S3__BUCKET"] = f"photon-demo-{stamp}"
-    os.environ["PHOTON_REDIS__KEY_PREFIX"] = f"photon-demo-{stamp}:q"
+    os.environ.update(namespace(f"demo-{stamp}"))
     settings = settings_of(ctx)
     stack = LocalStack(settings)
     outage_s = 20.0
