@@ -59,7 +59,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +66,18 @@ import structlog
 
 from photon.errors import PhotonError
 from photon.events.records import Stream, decode_click
-from photon.join.output import attempt_keys
+from photon.join.output import attempt_keys, event_hour
 from photon.join.retry import PendingClick, RetryStore
 from photon.join.runtime import JOINER, current_attempt, retry_store_path
 from photon.localfiles import write_whole
 from photon.logs.scan import decoded_clicks
+from photon.ops.landed import hours_window
 from photon.ops.params import Window
 from photon.ops.verify import ids_in_window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry, LookupResult
 
-_HOUR_US = 3600 * 1_000_000
 log = structlog.get_logger(__name__)
 
 
@@ -373,8 +372,4 @@ def _action(item: LostId, target: str, what: str) -> dict[str, str]:
 
 def _span(click_ids: Iterable[str]) -> Window:
     """The whole event hours the clicks fall in (the output's objects are by event hour)."""
-    hours = [int(c.rsplit(":", 1)[1]) // _HOUR_US for c in click_ids]
-    return Window(
-        start=datetime.fromtimestamp(min(hours) * 3600, UTC),
-        end=datetime.fromtimestamp((max(hours) + 1) * 3600, UTC),
-    )
+    return hours_window(event_hour(c) for c in click_ids)
