@@ -2,17 +2,18 @@
 
 Used by ``photon demo`` to show that the run was exactly-once: every joinable
 click joined once across all DCs, no duplicate, and each never-joinable
-click written out as unjoinable. (The scheduled verification with Great
-Expectations over the real output is the ``photon_verify`` DAG.)
+click written out as unjoinable (the count is :mod:`photon.join.accounting`'s).
+(The scheduled verification with Great Expectations over the real output is
+the ``photon_verify`` DAG.)
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from photon.gen.model import Manifest
+from photon.join.accounting import count_joins
 from photon.join.output import output_prefix, rows_under
 from photon.storage import ObjectStore
 
@@ -45,21 +46,17 @@ class Audit:
 
 
 def audit(store: ObjectStore, manifest: Manifest) -> Audit:
-    joined = rows_under(store, output_prefix("joined"))
-    counts = Counter(r["click_id"] for r in joined)
-    expected = manifest.expected_joins
+    count = count_joins(rows_under(store, output_prefix("joined")), manifest.expected_joins)
     result = Audit(
-        expected_joins=len(expected),
-        joined=len(counts),
-        duplicates=sum(n - 1 for n in counts.values() if n > 1),
-        missing=len(set(expected) - set(counts)),
-        unexpected=len(set(counts) - set(expected)),
-        wrong_query=sum(
-            1 for r in joined if expected.get(r["click_id"], r["query_id"]) != r["query_id"]
-        ),
+        expected_joins=len(manifest.expected_joins),
+        joined=count.joined,
+        duplicates=count.duplicates,
+        missing=count.missing,
+        unexpected=count.unexpected,
+        wrong_query=count.wrong_query,
         never_joinable=len(manifest.never_joinable),
+        joined_by_dc=count.joined_by_dc,
     )
-    result.joined_by_dc = dict(Counter(r["dc"] for r in joined))
     for dc, dc_manifest in manifest.dcs.items():
         unjoinable = {r["click_id"] for r in rows_under(store, output_prefix("unjoinable", dc))}
         result.unjoinable_by_dc[dc] = len(unjoinable)

@@ -31,7 +31,6 @@ import html
 import json
 import os
 import tempfile
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 from photon.events.records import Stream
 from photon.extras import require
+from photon.join.accounting import count_joins
 from photon.join.output import window_prefixes
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
@@ -182,34 +182,31 @@ def completeness(
     pending: set[str],
     sample: int = 20,
 ) -> Completeness:
-    counts = Counter(r["click_id"] for r in outputs.joined)
-    joined = set(counts)
-    settled = joined | outputs.unjoinable | outputs.too_old
-    missing = sorted(set(inputs) - settled - pending)
-    lost = sorted(set(registered) - joined - outputs.unjoinable - outputs.too_old)
-    joinable = set(inputs) - outputs.unjoinable - outputs.too_old
+    settled = outputs.unjoinable | outputs.too_old
+    count = count_joins(outputs.joined, inputs, settled=settled | pending)
+    joined = {r["click_id"] for r in outputs.joined}
+    lost = sorted(set(registered) - joined - settled)
+    joinable = set(inputs) - settled
     done = len(joinable & joined)
     return Completeness(
         input_clicks=len(inputs),
-        joined=len(joined),
-        output_rows=len(outputs.joined),
-        duplicates=sum(n - 1 for n in counts.values() if n > 1),
+        joined=count.joined,
+        output_rows=count.output_rows,
+        duplicates=count.duplicates,
         unjoinable=len(outputs.unjoinable),
         too_old=len(outputs.too_old),
         pending=len(pending & set(inputs)),
-        missing=len(missing),
+        missing=count.missing,
         lost=len(lost),
-        unexpected=len(joined - set(inputs)),
-        wrong_query=sum(
-            1 for r in outputs.joined if inputs.get(r["click_id"], r["query_id"]) != r["query_id"]
-        ),
+        unexpected=count.unexpected,
+        wrong_query=count.wrong_query,
         registered=len(registered),
         complete_pct=100.0 if not joinable else round(100.0 * done / len(joinable), 4),
-        missing_sample=missing[:sample],
+        missing_sample=count.missing_ids[:sample],
         lost_sample=lost[:sample],
         duplicate_sample=[
             {"click_id": click, "objects": sorted(outputs.joined_in.get(click, []))}
-            for click in sorted(c for c, n in counts.items() if n > 1)[:sample]
+            for click in count.duplicated_ids[:sample]
         ],
     )
 
