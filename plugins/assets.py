@@ -3,7 +3,8 @@
 * ``photon_joined_output``: the joiners' joined output (``joined/`` in the bucket).
   ``photon_output_hours`` announces each newly settled event hour of it (an
   asset event whose extra is ``{"hours": [...]}``); ``photon_verify`` runs on
-  those events as well as hourly (docs/operations.md, "Assets").
+  those events as well as hourly (docs/operations.md, "Assets: output hours and
+  reports").
 * ``photon_verify_reports``: verification reports (``reports/verify/``); each
   run's ``report`` task records one event, with the run, its verdict and key.
 

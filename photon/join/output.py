@@ -15,8 +15,8 @@ and event hour.
 ``2026-11-26T01``: a batch's clicks of two hours go to two objects, and an
 event-time window maps to one prefix per DC and hour (:func:`window_prefixes`),
 so whoever checks a window (verification, recovery) lists and reads that
-window's objects, not every object ever written (docs/operations.md,
-"Verification"). ``<attempt>`` names the pipeline's checkpoint (stable across
+window's objects, not every object ever written (docs/operations.md, "What a
+run reads: its window only"). ``<attempt>`` names the pipeline's checkpoint (stable across
 restarts of the same checkpoint) and ``<batch>`` the micro-batch, so a
 replayed batch produces the same keys; objects are written only where none is
 (write-once, an S3 conditional put), so the first complete write of a batch

@@ -4,8 +4,9 @@ Airflow 3 computes a task's extra links in the worker when the task ends (whatev
 its state) and keeps them as XComs, which the UI shows as buttons on the task.
 Each link here is a presigned GET URL of an object in the bucket, signed for the
 endpoint as browsers reach it (``s3.public_endpoint_url``; the connection's
-``extra.public_url``) and valid for a week (docs/operations.md, "Reports"):
-the bucket stays private and nobody needs S3 keys to read a report. A task
+``extra.public_url``) and valid for a week (docs/operations.md, "Links from the
+task to its report"): the bucket stays private and nobody needs S3 keys to read
+a report. A task
 that found no report has no link (an empty one, which the UI hides).
 """
 
