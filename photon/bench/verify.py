@@ -39,9 +39,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from photon.join.output import JOINED_BASE, OutputWriter, output_prefix
+from photon.join.output import HOUR_US, JOINED_BASE, OutputWriter, output_prefix
 from photon.ops.params import Window
-from photon.ops.verify import verify
+from photon.ops.verify import in_window, verify
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.stack.s3 import s3_client
@@ -51,7 +51,6 @@ from registry import IdRegistry
 StepCallback = Callable[[str], None]
 
 DCS = ("a", "b")
-_HOUR_US = 3600 * 1_000_000
 
 
 @dataclass(slots=True)
@@ -106,7 +105,7 @@ def _hour_batches(
     hour_start_us: int, batches: int, clicks: int, dc_index: int
 ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """(batch, joined rows) of one DC's hour: clicks spread evenly over the hour."""
-    step_us = _HOUR_US // (batches * clicks)
+    step_us = HOUR_US // (batches * clicks)
     for b in range(batches):
         rows = []
         for c in range(clicks):
@@ -122,7 +121,7 @@ def _hour_batches(
                     "token": f"{DCS[dc_index]}/bench/{b:012d}",
                 }
             )
-        yield f"{hour_start_us // _HOUR_US:08d}{b:04d}", rows
+        yield f"{hour_start_us // HOUR_US:08d}{b:04d}", rows
 
 
 def write_hours(
@@ -194,8 +193,8 @@ def _measure(
     runs: int,
     step: StepCallback,
 ) -> VerifyBenchmark:
-    now_hour_us = time.time_ns() // 1000 // _HOUR_US * _HOUR_US
-    window_start_us = now_hour_us - (hours + 1) * _HOUR_US  # all of it in the past
+    now_hour_us = time.time_ns() // 1000 // HOUR_US * HOUR_US
+    window_start_us = now_hour_us - (hours + 1) * HOUR_US  # all of it in the past
     window = Window(
         start=datetime.fromtimestamp(window_start_us / 1e6, UTC),
         end=datetime.fromtimestamp(window_start_us / 1e6, UTC) + timedelta(hours=1),
@@ -203,15 +202,15 @@ def _measure(
     result = VerifyBenchmark((window.start.isoformat(), window.end.isoformat()))
     step(f"writing 1x: {hours} hour(s) of output")
     inputs = write_hours(
-        store, [window_start_us + h * _HOUR_US for h in range(hours)], batches, clicks
+        store, [window_start_us + h * HOUR_US for h in range(hours)], batches, clicks
     )
-    window_inputs = {c: q for c, q in inputs.items() if _in(c, window)}
+    window_inputs = {c: q for c, q in inputs.items() if in_window(c, window)}
     step("warming up (imports, the first Great Expectations context)")
     verify(
         settings, store, registry, window, run="bench-warm-up",
         latency_bound_s=3600.0, clear_tokens=False, inputs=window_inputs,
     )  # fmt: skip
-    older = [window_start_us - (h + 1) * _HOUR_US for h in range((scale - 1) * hours)]
+    older = [window_start_us - (h + 1) * HOUR_US for h in range((scale - 1) * hours)]
     for size, to_write in ((1, []), (scale, older)):
         if to_write:
             step(f"writing {size}x: {len(to_write)} more hour(s) of output")
@@ -235,7 +234,3 @@ def _measure(
             figures.read_all_s.append(time.perf_counter() - started)
         result.sizes.append(figures)
     return result
-
-
-def _in(click_id: str, window: Window) -> bool:
-    return window.start_us <= int(click_id.rsplit(":", 1)[1]) < window.end_us

@@ -89,7 +89,9 @@ QUARANTINE = pa.schema(
 CLICK_KINDS = ("joined", "unjoinable", "too_old")
 #: Every kind of output, clicks' and quarantined lines'.
 OUTPUT_KINDS = (*CLICK_KINDS, "quarantine")
-_HOUR_US = 3600 * 1_000_000
+HOUR_US = 3600 * 1_000_000
+#: How an event hour is named in the keys (UTC): ``2026-11-26T01``.
+HOUR_FORMAT = "%Y-%m-%dT%H"
 
 
 def output_prefix(kind: str, dc: str | None = None) -> str:
@@ -101,18 +103,18 @@ def output_prefix(kind: str, dc: str | None = None) -> str:
 
 def event_hour(click_id: str) -> str:
     """The UTC hour of a click's own time (the timestamp its id ends with): ``2026-11-26T01``."""
-    return _hour_name(int(click_id.rsplit(":", 1)[1]) // _HOUR_US)
+    return _hour_name(int(click_id.rsplit(":", 1)[1]) // HOUR_US)
 
 
 def hours_between(start_us: int, end_us: int) -> list[str]:
     """The event hours that clicks with times in ``[start_us, end_us)`` fall in."""
-    first = start_us // _HOUR_US
-    last = (end_us - 1) // _HOUR_US
+    first = start_us // HOUR_US
+    last = (end_us - 1) // HOUR_US
     return [_hour_name(h) for h in range(first, last + 1)]
 
 
 def _hour_name(hours_since_epoch: int) -> str:
-    return datetime.fromtimestamp(hours_since_epoch * 3600, UTC).strftime("%Y-%m-%dT%H")
+    return datetime.fromtimestamp(hours_since_epoch * 3600, UTC).strftime(HOUR_FORMAT)
 
 
 def joined_key(dc: str, attempt: str, batch: str, hour: str) -> str:
@@ -140,6 +142,13 @@ def attempt_keys(store: ObjectStore, kind: str, dc: str, attempt: str) -> list[s
         for hour in store.folders(output_prefix(kind, dc))
         for key in store.keys(f"{hour}{attempt}/")
     ]
+
+
+def click_ids_in(store: ObjectStore, keys: Sequence[str]) -> list[str]:
+    """The click ids of the objects ``keys`` (read together: ObjectStore.read_parquet)."""
+    table = store.read_parquet(keys, columns=["click_id"])
+    ids: list[str] = table.column("click_id").to_pylist() if table.num_rows else []
+    return ids
 
 
 def by_hour(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:

@@ -20,17 +20,16 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from photon.join.output import output_prefix
+from photon.join.output import HOUR_FORMAT, output_prefix
 from photon.ops.params import Window
 from photon.storage import ObjectStore
 
 _HOUR_FOLDER = re.compile(r"hour=(\d{4}-\d{2}-\d{2}T\d{2})/$")
-_HOUR_FORMAT = "%Y-%m-%dT%H"
 
 
 def hour_start(hour: str) -> datetime:
     """The start of an event hour named as in the keys (``2026-11-26T01``), in UTC."""
-    return datetime.strptime(hour, _HOUR_FORMAT).replace(tzinfo=UTC)
+    return datetime.strptime(hour, HOUR_FORMAT).replace(tzinfo=UTC)
 
 
 def output_hours(store: ObjectStore) -> list[str]:

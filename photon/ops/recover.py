@@ -66,7 +66,7 @@ import structlog
 
 from photon.errors import PhotonError
 from photon.events.records import Stream, decode_click
-from photon.join.output import attempt_keys, event_hour
+from photon.join.output import attempt_keys, click_ids_in, event_hour
 from photon.join.retry import PendingClick, RetryStore
 from photon.join.runtime import JOINER, current_attempt, retry_store_path
 from photon.localfiles import write_whole
@@ -320,9 +320,7 @@ def _fence(
     time.sleep(settings.pipeline.fence_settle_s)
     written: set[str] = set()
     for dc, attempt in attempts:
-        keys = attempt_keys(store, "joined", dc, attempt)
-        table = store.read_parquet(keys, columns=["click_id"])
-        written |= set(table.column("click_id").to_pylist() if table.num_rows else [])
+        written.update(click_ids_in(store, attempt_keys(store, "joined", dc, attempt)))
     report.written_meanwhile = sum(1 for i in dead if i.click_id in written)
     return [i for i in dead if i.click_id not in written]
 

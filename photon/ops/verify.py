@@ -39,7 +39,7 @@ from typing import Any
 from photon.events.records import Stream
 from photon.extras import require
 from photon.join.accounting import count_joins
-from photon.join.output import window_prefixes
+from photon.join.output import click_ids_in, window_prefixes
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
 from photon.logs.scan import decoded_clicks
@@ -107,8 +107,7 @@ def window_keys(store: ObjectStore, kind: str, window: Window) -> list[str]:
 
 def ids_in_window(store: ObjectStore, kind: str, window: Window) -> set[str]:
     """The ids of ``kind``'s clicks in the window, read from the window's objects only."""
-    table = store.read_parquet(window_keys(store, kind, window), columns=["click_id"])
-    ids = table.column("click_id").to_pylist() if table.num_rows else []
+    ids = click_ids_in(store, window_keys(store, kind, window))
     return {click for click in ids if in_window(click, window)}
 
 
