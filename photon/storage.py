@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import (
     RetryError,
@@ -31,11 +33,74 @@ from tenacity import (
 
 from photon.errors import PhotonError
 from photon.faults import NO_FAULTS, FaultInjector
-from photon.settings import PhotonSettings
-from photon.stack.s3 import arrow_filesystem, s3_client
+from photon.settings import PhotonSettings, S3Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+
+def s3_client(
+    endpoint_url: str, settings: S3Settings, *, timeout_s: float = 5.0, attempts: int = 3
+) -> S3Client:
+    """A boto3 S3 client for ``endpoint_url`` with bounded timeouts and retries."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=settings.secret_key.get_secret_value(),
+        region_name=settings.region,
+        config=Config(
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s,
+            retries={"max_attempts": attempts, "mode": "standard"},
+            s3={"addressing_style": "path"},
+        ),
+    )
+
+
+#: How long a link to a report stays valid: SigV4's longest, a week.
+LINK_EXPIRY_S = 7 * 24 * 3600
+
+
+def presigned_get_url(
+    endpoint_url: str, settings: S3Settings, key: str, *, expires_s: int = LINK_EXPIRY_S
+) -> str:
+    """A URL a browser can open without credentials to read ``key``, for ``expires_s``,
+    signed by ``settings``' keys for ``endpoint_url`` (the address the browser uses: a
+    signature holds the host). Made locally: nothing is sent to the endpoint."""
+    if not 1 <= expires_s <= LINK_EXPIRY_S:
+        raise ValueError(f"expires_s must be within 1..{LINK_EXPIRY_S}, not {expires_s}")
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=settings.secret_key.get_secret_value(),
+        region_name=settings.region,
+        config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+    )
+    url: str = client.generate_presigned_url(
+        "get_object", Params={"Bucket": settings.bucket, "Key": key}, ExpiresIn=expires_s
+    )
+    return url
+
+
+def arrow_filesystem(
+    endpoint_url: str, settings: S3Settings, *, timeout_s: float = 10.0, attempts: int = 5
+) -> pafs.S3FileSystem:
+    """pyarrow's own S3 filesystem on the same endpoint, for ``pyarrow.dataset`` reads
+    (many objects fetched in parallel by Arrow's threads), with bounded timeouts and
+    retries like :func:`s3_client`'s."""
+    scheme, _, address = endpoint_url.rstrip("/").partition("://")
+    return pafs.S3FileSystem(
+        access_key=settings.access_key,
+        secret_key=settings.secret_key.get_secret_value(),
+        region=settings.region,
+        endpoint_override=address,
+        scheme=scheme,
+        connect_timeout=timeout_s,
+        request_timeout=timeout_s,
+        retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts),
+    )
 
 
 class ObjectStoreError(PhotonError, RuntimeError):

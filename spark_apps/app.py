@@ -14,11 +14,9 @@ what was not committed is replayed on restart). A stream that ends on its own
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -29,14 +27,12 @@ from photon import metrics
 from photon.events.records import Stream
 from photon.join.backlog import backlog, committed_offsets
 from photon.join.runtime import JOINER, AppParts
-from photon.localfiles import write_whole
 from photon.settings import PhotonSettings
 from spark_apps import streaming
+from spark_apps.contracts import write_summary
 from spark_apps.session import photon_session
 
 log = structlog.get_logger(__name__)
-
-SUMMARY_FILE = "summary.json"
 
 
 def serve_metrics(settings: PhotonSettings, dc: str, app: str) -> int | None:
@@ -53,12 +49,6 @@ def serve_metrics(settings: PhotonSettings, dc: str, app: str) -> int | None:
         return None
     log.info("app.metrics", dc=dc, app=app, url=f"http://{settings.stack.host}:{port}/metrics")
     return port
-
-
-def write_summary(state_dir: Path, data: Mapping[str, Any]) -> Path:
-    """The app's closing summary, read by ``photon run`` (written whole, then renamed)."""
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
-    return write_whole(state_dir / SUMMARY_FILE, text.encode())
 
 
 @dataclass

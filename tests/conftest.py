@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from photon.runs import environment
 from photon.settings import PhotonSettings, load_settings
-from photon.stack.manager import LocalStack
-from photon.stack.ports import free_ports
+from photon.tooling.runs import environment
+from photon.tooling.stack.manager import LocalStack
+from photon.tooling.stack.ports import free_ports
 
 KINDS = ("unit", "integration", "e2e")
 REPO = Path(__file__).resolve().parent.parent

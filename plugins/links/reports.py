@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def report_url(settings: Any, key: str) -> str:
     """The presigned URL of ``key`` for browsers (see the module docstring)."""
-    from photon.stack.s3 import presigned_get_url
+    from photon.storage import presigned_get_url
 
     endpoint = settings.s3.public_endpoint_url or settings.s3_endpoint_url
     return presigned_get_url(endpoint, settings.s3, key)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from photon.stack.manager import LocalStack
-from photon.stack.s3 import s3_client
+from photon.storage import s3_client
+from photon.tooling.stack.manager import LocalStack
 from tests.e2e.helpers import FAST_RETRIES
 
 

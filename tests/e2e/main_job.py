@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from photon.gen.model import Manifest
 from photon.join.output import rows_under
 from photon.storage import ObjectStore
+from photon.tooling.gen.model import Manifest
 
 
 def check_main_job(store: ObjectStore, manifest: Manifest, summary: dict[str, Any]) -> None:

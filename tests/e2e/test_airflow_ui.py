@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from photon.registry_access import connect_registry
-from photon.stack.ports import free_ports
+from photon.tooling.stack.ports import free_ports
 from tests.conftest import REPO, settings_from_env, stack_env
 from tests.e2e.test_photon_command import run
 

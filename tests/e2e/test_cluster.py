@@ -25,14 +25,14 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from photon.gen.simulator import load_manifest
 from photon.join.logmap import delta_prefix
 from photon.ops.compaction import read_runs
-from photon.stack import process
-from photon.stack.airflow import connection_env
-from photon.stack.ports import free_ports
-from photon.stack.spark import active_app_names, master_state
 from photon.storage import ObjectStore
+from photon.tooling.gen.simulator import load_manifest
+from photon.tooling.stack import process
+from photon.tooling.stack.airflow import connection_env
+from photon.tooling.stack.ports import free_ports
+from photon.tooling.stack.spark import active_app_names, master_state
 from spark_apps.dc_pipeline import APP_NAME as DC_APP_NAME
 from tests.conftest import RunDag, settings_from_env, stack_env
 from tests.e2e.helpers import FAST_RETRIES, PHOTON, photon

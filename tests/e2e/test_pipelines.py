@@ -21,11 +21,10 @@ from typing import Any
 
 import pytest
 
-from photon.gen.simulator import load_manifest
 from photon.join.output import decode
-from photon.stack.manager import LocalStack
-from photon.stack.s3 import s3_client
-from photon.storage import ObjectStore
+from photon.storage import ObjectStore, s3_client
+from photon.tooling.gen.simulator import load_manifest
+from photon.tooling.stack.manager import LocalStack
 from tests.e2e.helpers import PHOTON, photon
 
 pytestmark = pytest.mark.e2e

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from photon.observe.prom import Scrape, parse, scrape
-from photon.observe.recorder import read_records
-from photon.stack.ports import free_ports, port_is_free
+from photon.tooling.observe.prom import Scrape, parse, scrape
+from photon.tooling.observe.recorder import read_records
+from photon.tooling.stack.ports import free_ports, port_is_free
 from tests.conftest import REPO
 from tests.e2e.helpers import PHOTON
 

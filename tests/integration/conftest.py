@@ -10,9 +10,8 @@ import pytest
 
 from photon.registry_access import connect_registry
 from photon.settings import load_settings
-from photon.stack.manager import LocalStack
-from photon.stack.s3 import s3_client
-from photon.storage import ObjectStore
+from photon.storage import ObjectStore, s3_client
+from photon.tooling.stack.manager import LocalStack
 from tests.integration.ops_pipelines import OpsPhoton, S, ops_environment
 from tests.integration.photon.join.conftest import Clock
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from photon.gen.model import GenConfig, Manifest
-from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.runtime import JoinerApp, QueryReaderApp, build_joiner, build_query_reader
 from photon.logs.reader import GrowingLogReader
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
+from photon.tooling.gen.model import GenConfig, Manifest
+from photon.tooling.gen.simulator import load_manifest, simulate, write
 from registry import IdRegistry
 from tests.conftest import settings_from_env
 from tests.integration.photon.join.conftest import Clock, batches

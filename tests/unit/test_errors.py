@@ -67,7 +67,7 @@ def test_errors_keep_their_built_in_base() -> None:
 def test_the_cli_prints_an_error_of_either_root_as_one_line(
     error: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from photon.cli import main as cli
+    from photon.tooling.cli import main as cli
 
     module, name = error.split(":")
     kind = getattr(importlib.import_module(module), name)

@@ -35,22 +35,22 @@ sys.meta_path.insert(0, Refuse())
 for module in {modules}:
     importlib.import_module(module)
 from typer.testing import CliRunner
-from photon.cli.main import app
+from photon.tooling.cli.main import app
 for argv in (["--help"], ["run", "--help"], ["status", "--help"], ["gen", "--help"]):
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, (argv, result.output, result.exception)
 """
 
 PIPELINE_MODULES = [
-    "photon.cli.main",
+    "photon.tooling.cli.main",
     "spark_apps.app",
     "spark_apps.dc_pipeline",
     "spark_apps.joiner",
     "spark_apps.query_reader",
     "spark_apps.join_tasks",
     "spark_apps.growing_log_source",
-    "photon.observe.zookeeper_exporter",
-    "photon.observe.status",
+    "photon.tooling.observe.zookeeper_exporter",
+    "photon.tooling.observe.status",
     "registry",
 ]
 

@@ -13,7 +13,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from photon.settings import AlertSettings
-from photon.stack.airflow import smtp_connection
+from photon.tooling.stack.airflow import smtp_connection
 from tests.conftest import RunDag
 from tests.integration.dags.conftest import task_states
 from tests.integration.ops_pipelines import OpsPhoton

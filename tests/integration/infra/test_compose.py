@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from photon.runs import environment
-from photon.security.compose_env import secret_names
 from photon.settings import load_settings
+from photon.tooling.runs import environment
+from photon.tooling.stack.compose_env import secret_names
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -105,7 +105,7 @@ def test_the_stack_has_every_part(services: dict[str, dict[str, Any]]) -> None:
 def test_zookeeper_snapshots_by_log_size_as_the_native_stack_does(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    from photon.stack.zookeeper import SNAP_SIZE_LIMIT_KB
+    from photon.tooling.stack.zookeeper import SNAP_SIZE_LIMIT_KB
 
     for name in ("zk1", "zk2", "zk3"):
         extra = services[name]["environment"]["ZOO_CFG_EXTRA"]
@@ -189,7 +189,7 @@ def test_every_command_is_one_the_installed_clis_accept(
 ) -> None:
     from typer.testing import CliRunner
 
-    from photon.cli.main import app
+    from photon.tooling.cli.main import app
 
     airflow: list[list[str]] = []
     checked = 0

@@ -11,9 +11,8 @@ import pytest
 
 from photon.faults import CRASH_EXIT_CODE, FaultInjector
 from photon.settings import FaultSettings
-from photon.stack.manager import LocalStack
-from photon.stack.s3 import s3_client
-from photon.storage import ObjectStore
+from photon.storage import ObjectStore, s3_client
+from photon.tooling.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
 

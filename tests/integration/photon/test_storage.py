@@ -8,10 +8,9 @@ import uuid
 import pytest
 
 from photon.settings import S3Settings
-from photon.stack.manager import LocalStack
-from photon.stack.ports import free_ports
-from photon.stack.s3 import s3_client
-from photon.storage import ObjectStore, ObjectStoreError
+from photon.storage import ObjectStore, ObjectStoreError, s3_client
+from photon.tooling.stack.manager import LocalStack
+from photon.tooling.stack.ports import free_ports
 
 pytestmark = pytest.mark.integration
 

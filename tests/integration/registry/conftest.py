@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from photon.stack.manager import LocalStack
+from photon.tooling.stack.manager import LocalStack
 from registry import IdRegistry
 
 Connect = Callable[..., IdRegistry]

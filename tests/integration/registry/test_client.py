@@ -11,7 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from photon.stack.manager import LocalStack
+from photon.tooling.stack.manager import LocalStack
 from registry import (
     AttemptFencedError,
     EpochConflictError,

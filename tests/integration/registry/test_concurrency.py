@@ -19,9 +19,9 @@ from typing import IO, Any
 
 import pytest
 
-from photon.stack import process
-from photon.stack.manager import LocalStack
-from photon.stack.zookeeper import srvr_mode
+from photon.tooling.stack import process
+from photon.tooling.stack.manager import LocalStack
+from photon.tooling.stack.zookeeper import srvr_mode
 from registry import EventId, IdRegistry, LookupResult, RegisterResult
 from registry.sharding import stable_hash
 from tests.integration.registry.conftest import Connect

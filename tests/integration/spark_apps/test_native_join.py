@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from photon.events.ids import parse_event_id
-from photon.gen.model import GenConfig
-from photon.gen.simulator import simulate, write
+from photon.tooling.gen.model import GenConfig
+from photon.tooling.gen.simulator import simulate, write
 from spark_apps.native_join import native_join
 
 pytestmark = pytest.mark.integration

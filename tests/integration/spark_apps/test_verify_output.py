@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from photon.gen.model import GenConfig
-from photon.gen.simulator import simulate, write
 from photon.ops.verify import clicks_in_file
+from photon.tooling.gen.model import GenConfig
+from photon.tooling.gen.simulator import simulate, write
 from spark_apps.verify_output import window_clicks
 
 pytestmark = pytest.mark.integration

@@ -21,9 +21,8 @@ from photon.join.retry import RetryStore
 from photon.join.runtime import cache_lost_at
 from photon.logs.reader import GrowingLogReader, LogLine
 from photon.settings import PhotonSettings, RetrySettings
-from photon.stack.manager import LocalStack
-from photon.stack.s3 import arrow_filesystem, s3_client
-from photon.storage import ObjectStore
+from photon.storage import ObjectStore, arrow_filesystem, s3_client
+from photon.tooling.stack.manager import LocalStack
 from registry import IdRegistry
 
 W_US = 2_000_000

@@ -12,7 +12,7 @@ import redis
 from prometheus_client import REGISTRY
 
 from photon.join.cache import CacheEventStore, CacheLossWatch
-from photon.stack.manager import LocalStack
+from photon.tooling.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
 

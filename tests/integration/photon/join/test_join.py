@@ -17,15 +17,15 @@ import pytest
 import redis
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
-from photon.gen.model import GenConfig, Manifest
-from photon.gen.simulator import load_manifest, simulate, write
 from photon.join.group import GroupOutcome, GroupWork, JoinClick
 from photon.join.joiner import GroupRunner
 from photon.join.output import decode
 from photon.logs.reader import LogLine
-from photon.stack.manager import LocalStack
-from photon.stack.ports import free_ports
 from photon.storage import ObjectStore
+from photon.tooling.gen.model import GenConfig, Manifest
+from photon.tooling.gen.simulator import load_manifest, simulate, write
+from photon.tooling.stack.manager import LocalStack
+from photon.tooling.stack.ports import free_ports
 from registry import IdRegistry
 
 from .conftest import FILE_IDLE_US, Clock, DcParts, MakeDc, batches

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from photon.stack.manager import LocalStack
+from photon.tooling.stack.manager import LocalStack
 from registry import IdRegistry
 
 

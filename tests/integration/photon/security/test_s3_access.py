@@ -24,10 +24,9 @@ from photon.join.logmap import delta_prefix
 from photon.join.output import joined_key, quarantine_key, unjoinable_key
 from photon.security.s3_access import Credentials, provision_iam
 from photon.settings import S3Settings
-from photon.stack import process
-from photon.stack.ports import free_ports, port_is_listening
-from photon.stack.s3 import s3_client
-from photon.storage import ObjectStore, ObjectStoreError
+from photon.storage import ObjectStore, ObjectStoreError, s3_client
+from photon.tooling.stack import process
+from photon.tooling.stack.ports import free_ports, port_is_listening
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,180 @@
+"""Photon against Spark's own stream-stream join on the same logs: ``photon bench compare``.
+
+Each run generates one workload (both DCs' logs, every line written before
+the apps start) and runs both systems on copies of it, one after the other
+on the running stack:
+
+* **photon**: both DCs' query readers and joiners until idle
+  (:func:`photon.tooling.bench.pipeline.run_phase`), output in the object store;
+* **spark_native**: per DC, ``spark_apps.native_join`` (the two DCs' apps at
+  once, as Photon's run): file source, ``dropDuplicatesWithinWatermark``,
+  a watermarked inner join; parquet on local disk (no object store: the
+  cheaper write is the peer's).
+
+For each: ``seconds`` from launching the apps to the last joined output
+(Photon: the last joined object's first listing; native: the newest parquet
+file), so both count their Spark start-up; ``input_events_per_s``, every line
+of both DCs' logs over those seconds; ``completeness``, the share of the
+workload's joinable clicks in the union of the DCs' output;
+``duplicates_across_dcs``, click ids written more than once; ``unexpected``,
+ids joined that the workload says are not joinable. Runs alternate which
+system goes first; the report gives each run and the medians, and the
+ratio of Photon's events/s to the native join's (the median of each run's).
+
+How it fails: an app that exits non-zero raises :class:`RuntimeError` with
+the tail of its log; a bad argument raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from photon.settings import load_settings
+from photon.tooling.bench.pipeline import run_phase
+from photon.tooling.gen.model import GenConfig, Manifest
+from photon.tooling.gen.simulator import load_manifest, simulate, write
+from spark_apps.contracts import NATIVE_JOIN_MODULE
+
+StepCallback = Callable[[str], None]
+
+#: The native join's watermark and join range (seconds): clicks later than this
+#: after their query are beyond what it joins.
+NATIVE_WATERMARK_S = 600
+
+
+@dataclass
+class SystemFigures:
+    seconds: float
+    input_events_per_s: float
+    joined_distinct: int
+    completeness: float
+    duplicates_across_dcs: int
+    unexpected: int
+
+
+def _figures(seconds: float, ids: Counter[str], manifest: Manifest) -> SystemFigures:
+    expected = manifest.expected_joins
+    return SystemFigures(
+        seconds=round(seconds, 1),
+        input_events_per_s=round(input_lines(manifest) / seconds) if seconds > 0 else 0,
+        joined_distinct=len(ids),
+        completeness=round(sum(1 for c in expected if c in ids) / len(expected), 4)
+        if expected
+        else 1.0,
+        duplicates_across_dcs=sum(n - 1 for n in ids.values() if n > 1),
+        unexpected=sum(1 for c in ids if c not in expected),
+    )
+
+
+def input_lines(manifest: Manifest) -> int:
+    """Every line of every DC's logs: queries, clicks, duplicates, malformed."""
+    return sum(
+        stats.lines
+        for dc in manifest.dcs.values()
+        for files in dc.files.values()
+        for stats in files.values()
+    )
+
+
+def _workload(dcs: list[str], queries: int, seed: int) -> GenConfig:
+    return GenConfig(
+        seed=seed,
+        dcs=dcs,
+        start_us=time.time_ns() // 1000 - 4 * 3_600_000_000,  # the late tail is in the logs
+        queries=queries,
+        query_rate=1_000.0,
+        outage_duration_s=0.0,
+        rollover_bytes=4 << 20,
+    )
+
+
+def _photon(workdir: Path, cfg: GenConfig) -> SystemFigures:
+    phase = run_phase(workdir, "photon", lambda _: cfg, live=False, until_idle_s=5.0)
+    manifest = load_manifest(workdir / "photon" / "logs")
+    seconds = (phase.last_output_us - phase.started_us) / 1e6 if phase.last_output_us else 0.0
+    return _figures(seconds, phase.click_ids, manifest)
+
+
+def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
+    logs, out = workdir / "native" / "logs", workdir / "native" / "out"
+    manifest = write(simulate(cfg), logs)
+    started = time.time()
+    children = []
+    for dc in cfg.dcs:
+        log_path = workdir / "native" / f"native-join-{dc}.log"
+        with log_path.open("wb") as log_file:
+            argv = [sys.executable, "-m", NATIVE_JOIN_MODULE, "--dc", dc,
+                    "--logs-root", str(logs), "--out", str(out),
+                    "--watermark-s", str(NATIVE_WATERMARK_S)]  # fmt: skip
+            children.append((log_path, subprocess.Popen(argv, stdout=log_file, stderr=log_file)))
+    for log_path, child in children:
+        if child.wait(timeout=3600) != 0:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the native join exited with {child.returncode}: {tail}")
+    ids: Counter[str] = Counter()
+    newest = started
+    for dc in cfg.dcs:
+        for part in (out / f"dc={dc}").glob("*.parquet"):
+            newest = max(newest, part.stat().st_mtime)
+            ids.update(pq.read_table(part, columns=["click_id"]).column(0).to_pylist())
+    return _figures(newest - started, ids, manifest), manifest
+
+
+def run(
+    *, queries: int = 100_000, runs: int = 3, seed: int = 11, on_step: StepCallback | None = None
+) -> dict[str, Any]:
+    if not 1 <= runs <= 20:
+        raise ValueError(f"runs must be 1 to 20, not {runs}")
+    if queries < 1_000:
+        raise ValueError(f"queries must be at least 1000, not {queries}")
+    step = on_step or (lambda _: None)
+    dcs = load_settings().dcs
+    per_run: list[dict[str, Any]] = []
+    for n in range(runs):
+        cfg = _workload(dcs, queries, seed + n)
+        result: dict[str, Any] = {}
+        # Alternating which goes first: neither always meets a machine the other warmed.
+        order = ("photon", "spark_native") if n % 2 == 0 else ("spark_native", "photon")
+        with tempfile.TemporaryDirectory(prefix="photon-compare-") as tmp:
+            for system in order:
+                step(f"run {n + 1}/{runs}: {system} on {queries} queries")
+                if system == "photon":
+                    result["photon"] = asdict(_photon(Path(tmp), cfg))
+                else:
+                    figures, manifest = _native(Path(tmp), cfg)
+                    result["spark_native"] = asdict(figures)
+                    result["input_lines"] = input_lines(manifest)
+                    result["joinable"] = len(manifest.expected_joins)
+        native_rate = result["spark_native"]["input_events_per_s"]
+        result["photon_vs_native_events_per_s"] = (
+            round(result["photon"]["input_events_per_s"] / native_rate, 2) if native_rate else 0.0
+        )
+        per_run.append(result)
+    keys = [f.name for f in fields(SystemFigures)]
+    median = {
+        system: {key: statistics.median(r[system][key] for r in per_run) for key in keys}
+        for system in ("photon", "spark_native")
+    }
+    ratio = statistics.median(r["photon_vs_native_events_per_s"] for r in per_run)
+    return {
+        "workload": {"queries": queries, "dcs": dcs, "runs": runs},
+        "median": median,
+        "photon_vs_native_events_per_s": ratio,
+        "runs": per_run,
+        "targets": {
+            "photon_events_per_s_ge_native": ratio >= 1.0,
+            "photon_complete": all(r["photon"]["completeness"] == 1.0 for r in per_run),
+            "photon_no_duplicates": all(r["photon"]["duplicates_across_dcs"] == 0 for r in per_run),
+        },
+    }

@@ -1,0 +1,215 @@
+"""``photon bench ...``: benchmarks that print figures (speed goals live here, not in tests)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from photon.tooling.bench import compare as compare_bench
+from photon.tooling.bench import pipeline as pipeline_bench
+from photon.tooling.bench import registry as registry_bench
+from photon.tooling.bench import verify as verify_bench
+from photon.tooling.cli.common import JsonOption, err, out, print_json, settings_of
+
+bench_app = typer.Typer(help="Benchmarks on the running local stack.", no_args_is_help=True)
+
+
+@bench_app.command("registry")
+def bench_registry(
+    ctx: typer.Context,
+    batches: Annotated[int, typer.Option(help="Batches per batch size.", min=3, max=1000)] = 30,
+    unbatched: Annotated[int, typer.Option(help="Single-id register calls.", min=10)] = 300,
+    json_out: JsonOption = False,
+) -> None:
+    """IdRegistry throughput: unbatched vs batched vs raw kazoo multi, and lookups."""
+    settings = settings_of(ctx)
+    with err.status("benchmarking the IdRegistry...") as status:
+        result = registry_bench.run(
+            settings,
+            batches=batches,
+            unbatched=unbatched,
+            on_step=lambda text: status.update(f"benchmarking the IdRegistry: {text}"),
+        )
+    data = result.to_dict()
+    if json_out:
+        print_json(data)
+        return
+    out.print(
+        f"unbatched: {data['unbatched_ids_per_s']} ids/s; lookup: {data['lookup_ids_per_s']} ids/s"
+    )
+    table = Table("batch", "API ids/s", "txn/s", "p50 ms", "p99 ms", "raw multi ids/s")
+    for size, row in data["batched"].items():
+        raw = data["raw_multi"][size]["ids_per_s"]
+        table.add_row(
+            size,
+            str(row["ids_per_s"]),
+            str(row["txn_per_s"]),
+            str(row["p50_ms"]),
+            str(row["p99_ms"]),
+            str(raw),
+        )
+    out.print(table)
+    out.print(
+        f"batched@1000 = {data['batched_1000_vs_unbatched']}x unbatched (target 25x), "
+        f"{data['batched_1000_share_of_raw']:.0%} of raw multi (target 50%)"
+    )
+
+
+@bench_app.command("pipeline")
+def bench_pipeline(
+    ctx: typer.Context,
+    queries: Annotated[
+        int, typer.Option(help="Queries of the burst (throughput) workload.", min=1000)
+    ] = 150_000,
+    click_rate: Annotated[
+        float, typer.Option(help="Clicks per second of the live (latency) phase.", min=1.0)
+    ] = 1_000.0,
+    live_seconds: Annotated[
+        float, typer.Option(help="How long the live phase writes.", min=5.0)
+    ] = 60.0,
+    scaling_queries: Annotated[
+        int, typer.Option(help="Queries of the 1- and 2-core joiner runs.", min=1000)
+    ] = 300_000,
+    knee_rates: Annotated[
+        str,
+        typer.Option(
+            help="Higher click rates tried, in order, until p90 passes 5 s (comma-separated).",
+            callback=lambda v: _rates(v),
+        ),
+    ] = "2000,4000",
+    json_out: JsonOption = False,
+) -> None:
+    """Both DC pipelines: the joiner's 1->2 core speed-up, sustained joined clicks/s,
+    latency at a fixed rate, the knee (highest rate with p90 <= 5 s), cache, waste."""
+    settings_of(ctx)  # validates the settings; each phase sets its own roots and bucket
+    with err.status("benchmarking the pipelines...") as status:
+        data = pipeline_bench.run(
+            burst_queries=queries,
+            click_rate=click_rate,
+            live_seconds=live_seconds,
+            scaling_queries=scaling_queries,
+            knee_rates=[float(r) for r in knee_rates.split(",")],
+            on_step=lambda text: status.update(f"benchmarking the pipelines: {text}"),
+        )
+    if json_out:
+        print_json(data)
+        return
+    table = Table("figure", "value", "target met")
+    targets = data["targets"]
+    for run in data["scaling"]["runs"]:
+        table.add_row(f"joiner alone, {run['cores']} core(s): joined clicks/s",
+                      str(run["joined_per_s"]), "")  # fmt: skip
+    table.add_row("speed-up 1 -> 2 cores", str(data["scaling"]["speed_up_1_to_2_cores"]),
+                  str(targets["scaling_1_to_2_cores_ge_1_7x"]))  # fmt: skip
+    table.add_row("joined clicks/s sustained (burst)",
+                  str(data["throughput"]["sustained_joined_per_s"]),
+                  str(targets["joined_ge_5000_per_s"]))  # fmt: skip
+    table.add_row("joined clicks/s first to last (burst)",
+                  str(data["throughput"]["joined_per_s"]), "")  # fmt: skip
+    table.add_row("latency p50 (live)", str(data["latency"]["latency_p50_s"]), "")
+    table.add_row("latency p90 (live)", str(data["latency"]["latency_p90_s"]),
+                  str(targets["p90_le_5s_at_1000_clicks_per_s"]))  # fmt: skip
+    knee = data["knee"]
+    table.add_row("knee: highest clicks/s with p90 <= 5 s", str(knee["clicks_per_s"]),
+                  str(targets["knee_ge_2000_clicks_per_s"]))  # fmt: skip
+    table.add_row("cache hit ratio (live)", str(data["cache"]["hit_ratio"]),
+                  str(targets["cache_hits_ge_90pct"]))  # fmt: skip
+    table.add_row("wasted joins", str(data["wasted_join_share"]), str(targets["wasted_lt_5pct"]))
+    registry = data["registry"]
+    table.add_row("registry ids/s vs multi/s",
+                  f"{registry['ids_per_s']} vs {registry['transactions_per_s']}", "")  # fmt: skip
+    out.print(table)
+
+
+def _rates(value: str) -> str:
+    try:
+        rates = [float(r) for r in value.split(",")]
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a comma-separated list of rates") from None
+    if not all(1 <= r <= 1_000_000 for r in rates):
+        raise typer.BadParameter(f"{value!r}: each rate must be 1 to 1,000,000 clicks/s")
+    return value
+
+
+@bench_app.command("compare")
+def bench_compare(
+    ctx: typer.Context,
+    queries: Annotated[
+        int, typer.Option(help="Queries of each run's workload (both DCs).", min=1000)
+    ] = 100_000,
+    runs: Annotated[
+        int, typer.Option(help="Runs; the figures are their medians.", min=1, max=20)
+    ] = 3,
+    json_out: JsonOption = False,
+) -> None:
+    """Photon against Spark's own stream-stream join on the same logs: events/s,
+    completeness, duplicates across DCs."""
+    settings_of(ctx)  # validates the settings; each run sets its own roots and bucket
+    with err.status("comparing with Spark's own join...") as status:
+        data = compare_bench.run(
+            queries=queries,
+            runs=runs,
+            on_step=lambda text: status.update(f"comparing with Spark's own join: {text}"),
+        )
+    if json_out:
+        print_json(data)
+        return
+    table = Table("median of runs", "photon", "spark native join")
+    photon, native = data["median"]["photon"], data["median"]["spark_native"]
+    for key, label in (
+        ("input_events_per_s", "input events/s (launch to last output)"),
+        ("seconds", "seconds"),
+        ("completeness", "joinable clicks joined"),
+        ("duplicates_across_dcs", "duplicates across DCs"),
+        ("unexpected", "joins of unjoinable clicks"),
+    ):
+        table.add_row(label, str(photon[key]), str(native[key]))
+    out.print(table)
+    out.print(
+        f"photon / native input events/s: {data['photon_vs_native_events_per_s']}x "
+        f"(median of {runs} runs; target >= 1.0)"
+    )
+
+
+@bench_app.command("verify")
+def bench_verify(
+    ctx: typer.Context,
+    hours: Annotated[int, typer.Option(help="Hours of output at 1x.", min=1, max=24)] = 2,
+    scale: Annotated[int, typer.Option(help="How many times the output grows.", min=2)] = 10,
+    batches_per_hour: Annotated[
+        int, typer.Option(help="Batches (objects) per DC and hour.", min=1, max=3600)
+    ] = 360,
+    clicks_per_batch: Annotated[int, typer.Option(help="Clicks per batch.", min=1)] = 50,
+    runs: Annotated[
+        int, typer.Option(help="Runs at each size; the figures are medians.", min=1, max=20)
+    ] = 3,
+    json_out: JsonOption = False,
+) -> None:
+    """Verification of a one-hour window at 1x and 10x the output: its time stays flat."""
+    settings = settings_of(ctx)
+    with err.status("benchmarking verification...") as status:
+        result = verify_bench.run(
+            settings,
+            hours=hours,
+            scale=scale,
+            batches_per_hour=batches_per_hour,
+            clicks_per_batch=clicks_per_batch,
+            runs=runs,
+            on_step=lambda text: status.update(f"benchmarking verification: {text}"),
+        )
+    data = result.to_dict()
+    if json_out:
+        print_json(data)
+        return
+    table = Table("output", "objects", "verify the window (median s)", "read all output (s)")
+    for size in data["sizes"]:
+        table.add_row(f"{size['hours']} h", str(size["objects"]),
+                      str(size["verify_median_s"]), str(size["read_all_median_s"]))  # fmt: skip
+    out.print(table)
+    out.print(
+        f"output x{data['output_growth']}: verification x{data['verify_ratio']} "
+        f"(target <= 1.5: {data['targets']['verify_ratio_le_1_5']}); "
+        f"reading all output x{data['read_all_ratio']}"
+    )

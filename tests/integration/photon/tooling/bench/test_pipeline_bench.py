@@ -1,0 +1,61 @@
+"""The pipeline benchmark's S3 watcher: every joined object seen, each at its first listing."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from photon.storage import ObjectStore, s3_client
+from photon.tooling.bench.pipeline import ObjectWatcher
+from photon.tooling.stack.manager import LocalStack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(local_stack: LocalStack) -> ObjectStore:
+    """An empty bucket of its own."""
+    settings = local_stack.settings
+    client = s3_client(settings.s3_endpoint_url, settings.s3)
+    bucket = f"photon-w-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    return ObjectStore(client, bucket)
+
+
+def test_the_watcher_sees_every_object_of_both_series_once(store: ObjectStore) -> None:
+    written: dict[str, int] = {}
+    with ObjectWatcher(store, period_s=0.05) as watcher:
+        for n in range(6):
+            for key in (
+                f"joined/dc=a/hour=2026-11-26T01/a-1/{n:012d}.parquet",
+                f"joined/dc=b/hour=2026-11-26T02/b-1/retry-{n:012d}.parquet",
+            ):
+                # Taken before the put: the watcher may list the object before put returns.
+                written[key] = time.time_ns() // 1000
+                store.put(key, b"x")
+            time.sleep(0.15)
+        unforeseen = "joined/dc=a/hour=2026-11-26T01/a-1/unforeseen.parquet"
+        store.put(unforeseen, b"x")  # outside both series
+    assert set(watcher.first_seen_us) == {*written, unforeseen}
+    for key, put_us in written.items():  # seen after the write began, within a few polls
+        assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
+
+
+def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(store: ObjectStore) -> None:
+    """Parallel tasks write a batch's groups in any order: a group written after a later
+    group of its batch was listed is still seen at once, not only at the watcher's end."""
+    written: dict[str, int] = {}
+    with ObjectWatcher(store, period_s=0.05) as watcher:
+        for n in range(3):
+            for group in (2, 0, 1):  # the last group first
+                key = f"joined/dc=a/hour=2026-11-26T01/a-1/{n:012d}.g{group:03d}.parquet"
+                written[key] = time.time_ns() // 1000
+                store.put(key, b"x")
+                time.sleep(0.3)  # several polls between two groups of a batch
+        time.sleep(0.5)
+        seen_while_running = dict(watcher.first_seen_us)
+    assert set(seen_while_running) == set(written)
+    for key, put_us in written.items():
+        assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from photon.settings import SettingsError, load_settings
+from photon.tooling.cli.main import app, hoist_global_options, main, parse_start
+
+pytestmark = pytest.mark.unit
+
+runner = CliRunner(env={"COLUMNS": "250", "NO_COLOR": "1"})
+
+
+@pytest.fixture(autouse=True)
+def private_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("PHOTON_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PHOTON_LOGS_ROOT", str(tmp_path / "logs"))
+    monkeypatch.setenv("PHOTON_STACK__STATE_DIR", str(tmp_path / "state"))
+
+
+def test_parse_start_accepts_today_now_and_iso() -> None:
+    assert parse_start("2026-01-01T00:00:00") == 1_767_225_600_000_000
+    assert parse_start("2026-01-01T01:00:00+01:00") == 1_767_225_600_000_000
+    assert parse_start("today") % 86_400_000_000 == 0
+    assert parse_start("now") > parse_start("today")
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["gen", "--mode", "fast"], "'fast' is not one of 'burst', 'live'"),
+        (["gen", "--ctr", "1.5"], "ctr"),
+        (["gen", "--queries", "0"], "queries"),
+        (["gen", "--start", "yesterday-ish"], "not 'today', 'now' or an ISO-8601 time"),
+        (["--log-level", "loud", "settings", "show"], "not one of"),
+        (["logs", "scan", "--dc", "zz"], None),
+        (["run", "--master", "yarn"], "is not local, local[N], local[*] or spark://host:port"),
+        (["run", "--until-idle", "0"], "--until-idle"),
+        (["join", "--dc", "a", "--until-idle", "-1"], "--until-idle"),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_message(
+    args: list[str], complaint: str | None
+) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0
+    if complaint is not None:
+        assert complaint in result.output
+    else:
+        assert "unknown DC 'zz'" in str(result.exception)
+
+
+def test_run_refuses_an_unknown_dc_before_starting_anything(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", "--dcs", "a,zz"])
+    assert result.exit_code != 0
+    assert "unknown DC 'zz'" in str(result.exception)
+    assert not (tmp_path / "state" / "pipelines").exists()
+
+
+def test_gen_then_scan_in_json(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["gen", "--queries", "300", "--start", "2026-01-01T00:00:00", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["queries"] + summary["lost_queries"] == 300
+    scan = runner.invoke(app, ["logs", "scan", "--json"])
+    assert scan.exit_code == 0, scan.output
+    rows = json.loads(scan.stdout)
+    for dc in ("a", "b"):
+        assert rows[dc]["queries"]["events"] == summary["queries"]
+        assert rows[dc]["clicks"]["duplicates"] == summary["dcs"][dc]["duplicate_click_lines"]
+        assert (
+            rows[dc]["clicks"]["quarantined"] + rows[dc]["queries"]["quarantined"]
+            == (summary["dcs"][dc]["malformed_lines"])
+        )
+
+
+def test_settings_show_masks_secrets() -> None:
+    result = runner.invoke(app, ["settings", "show"])
+    assert result.exit_code == 0
+    assert "photon-local-secret" not in result.output
+    assert json.loads(result.stdout)["dcs"] == ["a", "b"]
+
+
+def test_status_without_a_stack_says_so_and_fails() -> None:
+    result = runner.invoke(app, ["stack", "status", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["healthy"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["gen", "--rate", "-1"], "--rate"),
+        (["gen", "--orphan-fraction", "2"], "--orphan-fraction"),
+        (["gen", "--outage-s", "-5"], "--outage-s"),
+    ],
+)
+def test_a_bad_gen_value_names_its_flag(args: list[str], flag: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert f"Invalid value for {flag}:" in result.output
+    assert "query_rate" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "hoisted"),
+    [
+        (["status", "--config", "f.toml"], ["--config", "f.toml", "status"]),
+        (["settings", "show", "-c", "f.toml"], ["-c", "f.toml", "settings", "show"]),
+        (["--config", "f.toml", "status"], ["--config", "f.toml", "status"]),
+        (["status", "--log-level=debug", "--json"], ["--log-level=debug", "status", "--json"]),
+        (["--config", "status", "status"], ["--config", "status", "status"]),  # a file "status"
+        (["logs", "scan", "--", "--config"], ["logs", "scan", "--", "--config"]),
+    ],
+)
+def test_the_root_options_may_follow_the_command(argv: list[str], hoisted: list[str]) -> None:
+    assert hoist_global_options(argv) == hoisted
+
+
+def test_every_command_takes_config_after_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "photon.toml"
+    config.write_text('[zookeeper]\nroot = "/from-the-file"\n')
+    monkeypatch.setattr(sys, "argv", ["photon", "settings", "show", "--config", str(config)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code in (0, None)
+    assert json.loads(capsys.readouterr().out)["zookeeper"]["root"] == "/from-the-file"
+
+
+def test_a_toml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text('[zookeeper\nroot = "/x"\n')
+    with pytest.raises(SettingsError, match=r"broken\.toml is not valid TOML: .*line 1"):
+        load_settings(config)
+    result = runner.invoke(app, ["--config", str(config), "settings", "show"])
+    assert result.exit_code != 0

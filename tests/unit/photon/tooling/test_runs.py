@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from photon.settings import S3Settings
+from photon.tooling.runs import StreamClock, namespace
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_held_stream_clock_stands_still_and_goes_on_where_it_stood() -> None:
+    wall = [1_000.0]
+    clock = StreamClock(wall=lambda: wall[0])
+    assert clock() == 1_000.0
+    wall[0] += 5
+    clock.hold()
+    wall[0] += 30
+    assert clock() == 1_005.0 and clock.held_s == 30
+    clock.hold()  # held already: the hold began when it first did
+    wall[0] += 10
+    clock.resume()
+    assert clock() == 1_005.0 and clock.held_s == 40
+    wall[0] += 2
+    clock.resume()  # not held: nothing changes
+    assert clock() == 1_007.0 and clock.held_s == 40
+
+
+def test_a_runs_namespace_is_its_own_root_bucket_cache_keys_logs_and_state(
+    tmp_path: Path,
+) -> None:
+    own = namespace("bench-burst-1a2b3c4d", tmp_path)
+    assert own == {
+        "PHOTON_ZOOKEEPER__ROOT": "/photon-bench-burst-1a2b3c4d",
+        "PHOTON_S3__BUCKET": "photon-bench-burst-1a2b3c4d",
+        "PHOTON_REDIS__KEY_PREFIX": "photon-bench-burst-1a2b3c4d:q",
+        "PHOTON_LOGS_ROOT": str(tmp_path / "logs"),
+        "PHOTON_PIPELINE__STATE_ROOT": str(tmp_path / "state"),
+    }
+    S3Settings(bucket=own["PHOTON_S3__BUCKET"])  # a valid bucket name
+    assert set(namespace("demo-20261126-030000")) == {
+        "PHOTON_ZOOKEEPER__ROOT", "PHOTON_S3__BUCKET", "PHOTON_REDIS__KEY_PREFIX"
+    }  # fmt: skip
