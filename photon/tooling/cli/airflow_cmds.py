@@ -15,6 +15,7 @@ from photon.tooling.stack.airflow import (
     AirflowStatus,
     write_passwords_file,
 )
+from photon.tooling.stack.postgres import PostgresError
 
 airflow_app = typer.Typer(
     help="Airflow 3 with Photon's DAGs, against the local stack.", no_args_is_help=True
@@ -33,7 +34,7 @@ def airflow_up(ctx: typer.Context, json_out: JsonOption = False) -> None:
     try:
         with err.status("starting PostgreSQL and Airflow (api-server, scheduler, ...)"):
             status = stack.up()
-    except AirflowStackError as exc:
+    except (AirflowStackError, PostgresError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     _print(status, json_out)

@@ -2,10 +2,8 @@
 
 ``AirflowStack.up`` (``photon airflow up``):
 
-1. PostgreSQL, Debian's binaries (``/usr/lib/postgresql/<v>/bin``): a cluster
-   of our own in ``<airflow state>/postgres`` (``initdb`` once, password
-   auth), listening on the stack's loopback address only. PostgreSQL refuses
-   to run as root: as root we run it as Debian's ``postgres`` user;
+1. PostgreSQL (:mod:`photon.tooling.stack.postgres`): a cluster of our own in
+   ``<airflow state>/postgres``, on the stack's loopback address only;
 2. ``airflow db migrate`` into its database ``airflow``;
 3. ``airflow api-server`` (UI and REST on ``airflow.api_port``, loopback),
    ``scheduler`` (LocalExecutor), ``dag-processor`` and ``triggerer``, with
@@ -14,7 +12,8 @@
    ``spark_default`` made from Photon's settings. Every Airflow process gets
    the same ``PHOTON_*`` variables, so tasks and Spark jobs see our settings.
 
-Processes are recorded (pid and start time) in ``<airflow state>/airflow.json``;
+Processes are recorded by the stack's supervisor
+(:mod:`photon.tooling.stack.supervisor`) in ``<airflow state>/airflow.json``;
 ``down`` stops exactly those. How it fails: a service that exits or is not
 healthy within ``stack.start_timeout_s`` (x4: Airflow starts slowly) makes
 ``up`` stop what it started and raise :class:`AirflowStackError` with the
@@ -25,23 +24,20 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
 from photon.errors import PhotonError
-from photon.localfiles import last_lines
 from photon.settings import (
     CONFIG_ENV_VAR,
     ENV_PREFIX,
@@ -52,11 +48,12 @@ from photon.settings import (
 from photon.tooling import PROJECT_ROOT
 from photon.tooling.stack import process
 from photon.tooling.stack.ports import require_free
+from photon.tooling.stack.postgres import LocalPostgres
+from photon.tooling.stack.supervisor import SupervisedState, Supervisor
 
 log = structlog.get_logger(__name__)
 
 AIRFLOW_SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
-_PG_USER = "postgres"
 
 
 class AirflowStackError(PhotonError, RuntimeError):
@@ -122,33 +119,8 @@ def write_passwords_file(path: Path, airflow: AirflowSettings) -> None:
     path.write_text(json.dumps({airflow.admin_user: airflow.admin_password.get_secret_value()}))
 
 
-def postgres_bin() -> Path:
-    """The newest Debian PostgreSQL's bin directory."""
-    found = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin/postgres"),
-        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
-    )
-    if not found:
-        raise AirflowStackError(
-            "PostgreSQL is not installed: run `make install` (Debian package postgresql)"
-        )
-    return found[-1].parent
-
-
-class Record(BaseModel):
-    name: str
-    pid: int
-    started_at: float
-    output: str
-
-    @property
-    def identity(self) -> process.ProcessIdentity:
-        return process.ProcessIdentity(self.pid, self.started_at)
-
-
-class AirflowState(BaseModel):
+class AirflowState(SupervisedState):
     api_url: str
-    services: dict[str, Record] = {}
 
 
 @dataclass(slots=True)
@@ -197,66 +169,71 @@ class AirflowStack:
         self.config_file = config_file
         self.root = (settings.airflow.state_dir or settings.stack.state_dir / "airflow").resolve()
         self.home = self.root / "home"
-        self.pgdata = self.root / "postgres"
+        self.postgres = LocalPostgres(self.root / "postgres", settings.stack.host, settings.airflow)
         self.state_path = self.root / "airflow.json"
         host = settings.stack.host
         self.api_url = f"http://{host}:{settings.airflow.api_port}"
-        self.run_as = _PG_USER if os.geteuid() == 0 else None
+        self.supervisor = Supervisor(
+            self.state_path,
+            AirflowState,
+            what="local Airflow",
+            error=AirflowStackError,
+            tail_lines=15,
+        )
 
     # -- public API ---------------------------------------------------------------------
 
     def up(self) -> AirflowStatus:
-        state = self._load() or AirflowState(api_url=self.api_url)
-        running = {n for n, r in state.services.items() if process.is_running(r.identity)}
-        started: list[str] = []
-        try:
-            if "postgres" not in running:
-                require_free(
-                    self.settings.stack.host,
-                    {"airflow.postgres_port": self.settings.airflow.postgres_port},
-                )
-                self._init_postgres()
-                self._start(state, "postgres", self._postgres_argv(), user=self.run_as)
-                started.append("postgres")
-            self._wait(self._postgres_ready, "postgres", state)
-            self._ensure_database()
-            self._prepare_home()
-            missing = [s for s in AIRFLOW_SERVICES if s not in running]
-            if missing:
-                self._migrate()
-            if "api-server" in missing:
-                require_free(
-                    self.settings.stack.host, {"airflow.api_port": self.settings.airflow.api_port}
-                )
-            for name in missing:
-                self._start(state, name, self._airflow_argv(name), env=self.env())
-                started.append(name)
-            deadline = self.settings.stack.start_timeout_s * 4
-            self._wait(lambda: self.status().healthy, "airflow", state, timeout_s=deadline)
-        except BaseException:
-            for name in started:
-                process.stop(state.services.pop(name).identity, timeout_s=30)
-            self._save(state)
-            raise
+        with self.supervisor.locked():
+            state = self.supervisor.load() or AirflowState(api_url=self.api_url)
+            running = self.supervisor.running(state)
+            started: list[str] = []
+            try:
+                if "postgres" not in running:
+                    require_free(
+                        self.settings.stack.host,
+                        {"airflow.postgres_port": self.settings.airflow.postgres_port},
+                    )
+                    self.postgres.init()
+                    self._start(state, "postgres", self.postgres.argv(), user=self.postgres.run_as)
+                    started.append("postgres")
+                self._wait(state, self.postgres.ready, "postgres")
+                self.postgres.ensure_database("airflow")
+                self._prepare_home()
+                missing = [s for s in AIRFLOW_SERVICES if s not in running]
+                if missing:
+                    self._migrate()
+                if "api-server" in missing:
+                    require_free(
+                        self.settings.stack.host,
+                        {"airflow.api_port": self.settings.airflow.api_port},
+                    )
+                for name in missing:
+                    self._start(state, name, self._airflow_argv(name), env=self.env())
+                    started.append(name)
+                deadline = self.settings.stack.start_timeout_s * 4
+                self._wait(state, lambda: self.status().healthy, "airflow", timeout_s=deadline)
+            except BaseException:
+                self.supervisor.stop(state, started, timeout_s=30)
+                raise
         return self.status()
 
     def down(self, *, purge: bool = False) -> list[str]:
-        state = self._load()
         stopped: list[str] = []
-        if state is not None:
-            # Airflow's services together, then its database.
-            for names in (AIRFLOW_SERVICES, ("postgres",)):
-                records = {n: state.services[n] for n in names if n in state.services}
-                gone = process.stop_all([r.identity for r in records.values()], timeout_s=30)
-                stopped += [name for name, was in zip(records, gone, strict=True) if was]
-            self.state_path.unlink()
-        if purge and self.root.exists():
-            shutil.rmtree(self.root)
+        with self.supervisor.locked():
+            state = self.supervisor.load()
+            if state is not None:
+                # Airflow's services together, then its database.
+                for names in (AIRFLOW_SERVICES, ("postgres",)):
+                    stopped += self.supervisor.stop(state, names, timeout_s=30)[0]
+                self.supervisor.forget()
+            if purge and self.root.exists():
+                shutil.rmtree(self.root)
         log.info("airflow.down", stopped=stopped)
         return stopped
 
     def status(self) -> AirflowStatus:
-        state = self._load()
+        state = self.supervisor.load()
         records = state.services if state else {}
         services: dict[str, str] = {}
         listening: dict[str, list[str]] = {}
@@ -307,97 +284,7 @@ class AirflowStack:
         }
 
     def database_url(self) -> str:
-        af, host = self.settings.airflow, self.settings.stack.host
-        password = af.postgres_password.get_secret_value()
-        return f"postgresql+psycopg2://{_PG_USER}:{password}@{host}:{af.postgres_port}/airflow"
-
-    # -- PostgreSQL ---------------------------------------------------------------------
-
-    def _init_postgres(self) -> None:
-        if (self.pgdata / "PG_VERSION").exists():
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.pgdata.mkdir(mode=0o700, exist_ok=True)
-        password_file = self.root / "pg-password"
-        password_file.write_text(self.settings.airflow.postgres_password.get_secret_value() + "\n")
-        password_file.chmod(0o600)
-        if self.run_as is not None:
-            user = pwd.getpwnam(self.run_as)
-            for path in (self.pgdata, password_file):
-                os.chown(path, user.pw_uid, user.pw_gid)
-            self._check_reachable()
-        argv = [
-            str(postgres_bin() / "initdb"),
-            "-D", str(self.pgdata),
-            "-U", _PG_USER,
-            "--auth-host=scram-sha-256",
-            "--auth-local=scram-sha-256",
-            f"--pwfile={password_file}",
-            "-E", "UTF8",
-        ]  # fmt: skip
-        try:
-            result = subprocess.run(
-                argv, capture_output=True, text=True, user=self.run_as, check=False
-            )
-        finally:
-            password_file.unlink()
-        if result.returncode != 0:
-            shutil.rmtree(self.pgdata, ignore_errors=True)
-            raise AirflowStackError(f"initdb failed:\n{result.stdout}\n{result.stderr}")
-
-    def _check_reachable(self) -> None:
-        """As root, the data directory must be reachable by the ``postgres`` user."""
-        try:
-            subprocess.run(["true"], cwd=self.pgdata, user=self.run_as, check=True)
-        except (PermissionError, subprocess.CalledProcessError):
-            shutil.rmtree(self.pgdata, ignore_errors=True)
-            raise AirflowStackError(
-                f"the postgres user cannot reach {self.pgdata}: PostgreSQL does not run as root, "
-                "so set airflow.state_dir to a directory whose parents others may traverse"
-            ) from None
-
-    def _postgres_argv(self) -> list[str]:
-        af = self.settings.airflow
-        return [
-            str(postgres_bin() / "postgres"),
-            "-D", str(self.pgdata),
-            "-p", str(af.postgres_port),
-            "-c", f"listen_addresses={self.settings.stack.host}",
-            "-c", f"unix_socket_directories={self.pgdata}",
-        ]  # fmt: skip
-
-    def _connect(self, dbname: str) -> Any:
-        import psycopg2
-
-        af = self.settings.airflow
-        return psycopg2.connect(
-            host=self.settings.stack.host,
-            port=af.postgres_port,
-            user=_PG_USER,
-            password=af.postgres_password.get_secret_value(),
-            dbname=dbname,
-            connect_timeout=2,
-        )
-
-    def _postgres_ready(self) -> bool:
-        import psycopg2
-
-        try:
-            self._connect("postgres").close()
-        except psycopg2.OperationalError:
-            return False
-        return True
-
-    def _ensure_database(self) -> None:
-        conn = self._connect("postgres")
-        try:
-            conn.autocommit = True
-            with conn.cursor() as cursor:
-                cursor.execute("SELECT 1 FROM pg_database WHERE datname = 'airflow'")
-                if cursor.fetchone() is None:
-                    cursor.execute("CREATE DATABASE airflow")
-        finally:
-            conn.close()
+        return self.postgres.url("airflow")
 
     # -- Airflow ------------------------------------------------------------------------
 
@@ -466,47 +353,15 @@ class AirflowStack:
         user: str | None = None,
     ) -> None:
         output = self.root / "logs" / f"{name}.log"
-        if user is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.touch()
-            entry = pwd.getpwnam(user)
-            os.chown(output, entry.pw_uid, entry.pw_gid)
-        identity = process.start_detached(argv, output=output, env=env, user=user)
-        state.services[name] = Record(
-            name=name, pid=identity.pid, started_at=identity.started_at, output=str(output)
-        )
-        self._save(state)
-        log.info("airflow.started", service=name, pid=identity.pid)
+        self.supervisor.start(state, name, argv, output=output, env=env, user=user)
 
     def _wait(
-        self, ready: Any, what: str, state: AirflowState, *, timeout_s: float | None = None
+        self,
+        state: AirflowState,
+        ready: Callable[[], bool],
+        what: str,
+        *,
+        timeout_s: float | None = None,
     ) -> None:
-        deadline = time.monotonic() + (timeout_s or self.settings.stack.start_timeout_s)
-        while time.monotonic() < deadline:
-            dead = [n for n, r in state.services.items() if not process.is_running(r.identity)]
-            if dead:
-                raise AirflowStackError(self._failure(state, dead, "exited during start"))
-            if ready():
-                return
-            time.sleep(0.5)
-        raise AirflowStackError(self._failure(state, list(state.services), f"{what} not ready"))
-
-    def _failure(self, state: AirflowState, names: list[str], what: str) -> str:
-        parts = [f"local Airflow did not start: {', '.join(names)} {what}"]
-        for name in names:
-            record = state.services.get(name)
-            if record is not None:
-                tail = last_lines(Path(record.output), 15)
-                parts.append(f"--- last lines of {record.output} ---\n" + tail)
-        return "\n".join(parts)
-
-    def _load(self) -> AirflowState | None:
-        if not self.state_path.exists():
-            return None
-        return AirflowState.model_validate_json(self.state_path.read_text())
-
-    def _save(self, state: AirflowState) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(state.model_dump_json(indent=2))
-        tmp.replace(self.state_path)
+        timeout_s = timeout_s or self.settings.stack.start_timeout_s
+        self.supervisor.wait(state, ready, what, timeout_s=timeout_s, poll_s=0.5)

@@ -17,21 +17,15 @@ How it fails: a service that exits or stays unhealthy past
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import structlog
-from pydantic import BaseModel
-from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from photon.errors import PhotonError
-from photon.localfiles import last_lines
 from photon.settings import PhotonSettings
 from photon.tooling.stack import process
 from photon.tooling.stack.monitoring import (
@@ -44,6 +38,7 @@ from photon.tooling.stack.ports import port_is_listening, require_free
 from photon.tooling.stack.redis_server import RedisService
 from photon.tooling.stack.s3 import S3Backend, S3Service, pick_backend
 from photon.tooling.stack.spark import SparkMaster, SparkWorker
+from photon.tooling.stack.supervisor import ProcessRecord, SupervisedState, Supervisor
 from photon.tooling.stack.zookeeper import ZooKeeperNode, ensemble_healthy
 
 log = structlog.get_logger(__name__)
@@ -70,25 +65,10 @@ class Service(Protocol):
     def env(self) -> dict[str, str]: ...
 
 
-class ServiceRecord(BaseModel):
-    name: str
-    pid: int
-    started_at: float
-    ports: dict[str, int]
-    directory: str
-    output: str
-    argv: list[str]
-
-    @property
-    def identity(self) -> process.ProcessIdentity:
-        return process.ProcessIdentity(self.pid, self.started_at)
-
-
-class StackState(BaseModel):
+class StackState(SupervisedState):
     host: str
     s3_backend: S3Backend
     spark_cluster: bool = False
-    services: dict[str, ServiceRecord] = {}
 
 
 @dataclass(slots=True)
@@ -147,45 +127,63 @@ class LocalStack:
         self.state_dir = settings.stack.state_dir
         self.root = self.state_dir / "stack"
         self.state_path = self.state_dir / "stack.json"
+        self.supervisor = Supervisor(
+            self.state_path,
+            StackState,
+            what="local stack",
+            error=StackStartError,
+            tail_lines=_OUTPUT_TAIL_LINES,
+        )
 
     # -- public API ---------------------------------------------------------
 
     def up(self, *, spark_cluster: bool = False) -> StackStatus:
         """Start what is not running; ``spark_cluster`` adds the Spark master and workers
         (a stack once up with them keeps them until ``down``)."""
-        with self._locked():
-            state = self._load_state()
+        with self.supervisor.locked():
+            state = self.supervisor.load()
             backend = state.s3_backend if state else pick_backend()
             self._spark_cluster = spark_cluster or (state is not None and state.spark_cluster)
+            state = StackState(
+                host=self.settings.stack.host,
+                s3_backend=backend,
+                spark_cluster=self._spark_cluster,
+                services=state.services if state else {},
+            )
             services = self._services(backend)
-            records = dict(state.services) if state else {}
-            running = {n for n, r in records.items() if process.is_running(r.identity)}
-            self._check_same_ports(services, records, running)
+            running = self.supervisor.running(state)
+            self._check_same_ports(services, state.services, running)
             to_start = [s for s in services if s.name not in running]
             if to_start:
                 require_free(self.settings.stack.host, _merged_ports(to_start))
-                started = self._start(to_start, backend, records)
+                started: list[str] = []
                 try:
-                    self._wait_healthy(backend, started)
+                    for service in to_start:
+                        self._start(state, service)
+                        started.append(service.name)
+                    self.supervisor.wait(
+                        state,
+                        lambda: self._status(backend, state.services).healthy,
+                        "the stack",
+                        timeout_s=self.settings.stack.start_timeout_s,
+                        detail=lambda: "; ".join(self._status(backend, state.services).problems),
+                    )
                 except BaseException:
-                    self._stop_started(started, backend, records)
+                    self.supervisor.stop(state, started)
                     raise
             S3Service(self.settings.stack, self.settings.s3, self.root, backend).ensure_bucket()
-            return self._status(backend, records)
+            return self._status(backend, state.services)
 
     def down(self, *, purge: bool = False) -> DownReport:
-        with self._locked():
-            state = self._load_state()
+        with self.supervisor.locked():
+            state = self.supervisor.load()
             report = DownReport(stopped=[], already_gone=[], still_listening={})
             if state is not None:
                 # Stop everything (together) first; report afterwards, so nothing can leave a
                 # server running.
-                services = state.services
-                gone = process.stop_all([r.identity for r in services.values()])
-                for name, stopped in zip(services, gone, strict=True):
-                    (report.stopped if stopped else report.already_gone).append(name)
-                self.state_path.unlink()
-                for record in state.services.values():
+                records = dict(state.services)
+                report.stopped, report.already_gone = self.supervisor.stop(state, list(records))
+                for record in records.values():
                     for setting, port in record.ports.items():
                         if port_is_listening(state.host, port):
                             report.still_listening[setting] = port
@@ -195,7 +193,7 @@ class LocalStack:
             return report
 
     def status(self) -> StackStatus:
-        state = self._load_state()
+        state = self.supervisor.load()
         if state is None:
             return StackStatus(
                 services=[], endpoints={}, problems=[f"no stack recorded in {self.state_path}"]
@@ -203,9 +201,9 @@ class LocalStack:
         self._spark_cluster = state.spark_cluster
         return self._status(state.s3_backend, state.services)
 
-    def records(self) -> dict[str, ServiceRecord]:
+    def records(self) -> dict[str, ProcessRecord]:
         """What ``up`` recorded, by service name (empty when no stack runs)."""
-        state = self._load_state()
+        state = self.supervisor.load()
         return dict(state.services) if state else {}
 
     # -- internals ----------------------------------------------------------
@@ -228,71 +226,20 @@ class LocalStack:
         services += monitoring_services(self.settings, self.root)
         return services
 
-    def _start(
-        self, services: list[Service], backend: S3Backend, records: dict[str, ServiceRecord]
-    ) -> list[str]:
-        started: list[str] = []
-        for service in services:
-            service.prepare()
-            output = service.directory / "output.log"
-            extra_env = service.env()
-            identity = process.start_detached(
-                service.argv(),
-                output=output,
-                env={**os.environ, **extra_env} if extra_env else None,
-            )
-            records[service.name] = ServiceRecord(
-                name=service.name,
-                pid=identity.pid,
-                started_at=identity.started_at,
-                ports=service.ports(),
-                directory=str(service.directory),
-                output=str(output),
-                argv=service.argv(),
-            )
-            started.append(service.name)
-            log.info("stack.started", service=service.name, pid=identity.pid)
-            # Recorded at once, so that `photon down` finds it even if we die now.
-            self._save_state(self._state(backend, records))
-        return started
-
-    def _wait_healthy(self, backend: S3Backend, started: list[str]) -> None:
-        state = self._load_state()
-        assert state is not None
-
-        def still_starting(status: StackStatus) -> bool:
-            dead = [s.name for s in status.services if s.name in started and not s.running]
-            if dead:
-                raise StackStartError(self._failure_message(state, dead, "exited during start"))
-            return not status.healthy
-
-        retrying = Retrying(
-            stop=stop_after_delay(self.settings.stack.start_timeout_s),
-            wait=wait_fixed(0.25),
-            retry=retry_if_result(still_starting),
+    def _start(self, state: StackState, service: Service) -> None:
+        service.prepare()
+        extra_env = service.env()
+        self.supervisor.start(
+            state,
+            service.name,
+            service.argv(),
+            output=service.directory / "output.log",
+            env={**os.environ, **extra_env} if extra_env else None,
+            ports=service.ports(),
+            directory=service.directory,
         )
-        try:
-            retrying(self._status, backend, state.services)
-        except RetryError as exc:
-            status = exc.last_attempt.result()
-            unhealthy = [s.name for s in status.services if not s.healthy] or started
-            raise StackStartError(
-                self._failure_message(state, unhealthy, "not healthy in time")
-                + "\nproblems: "
-                + "; ".join(status.problems)
-            ) from None
 
-    def _stop_started(
-        self, started: list[str], backend: S3Backend, records: dict[str, ServiceRecord]
-    ) -> None:
-        for name in started:
-            process.stop(records.pop(name).identity)
-        if records:
-            self._save_state(self._state(backend, records))
-        elif self.state_path.exists():
-            self.state_path.unlink()
-
-    def _status(self, backend: S3Backend, records: dict[str, ServiceRecord]) -> StackStatus:
+    def _status(self, backend: S3Backend, records: dict[str, ProcessRecord]) -> StackStatus:
         stack = self.settings.stack
         statuses: list[ServiceStatus] = []
         problems: list[str] = []
@@ -357,7 +304,7 @@ class LocalStack:
         return StackStatus(services=statuses, endpoints=endpoints, problems=problems)
 
     def _check_same_ports(
-        self, services: list[Service], records: dict[str, ServiceRecord], running: set[str]
+        self, services: list[Service], records: dict[str, ProcessRecord], running: set[str]
     ) -> None:
         for service in services:
             record = records.get(service.name)
@@ -366,45 +313,6 @@ class LocalStack:
                     f"{service.name} already runs with ports {record.ports}, but the settings "
                     f"say {service.ports()}; run `photon down` first to change ports"
                 )
-
-    def _failure_message(self, state: StackState, names: list[str], what: str) -> str:
-        parts = [f"local stack did not start: {', '.join(names)} {what}"]
-        for name in names:
-            record = state.services.get(name)
-            if record is None:
-                continue
-            tail = last_lines(Path(record.output), _OUTPUT_TAIL_LINES)
-            parts.append(f"--- last lines of {record.output} ---\n{tail}")
-        return "\n".join(parts)
-
-    def _state(self, backend: S3Backend, records: dict[str, ServiceRecord]) -> StackState:
-        return StackState(
-            host=self.settings.stack.host,
-            s3_backend=backend,
-            spark_cluster=self._spark_cluster,
-            services=records,
-        )
-
-    def _load_state(self) -> StackState | None:
-        if not self.state_path.exists():
-            return None
-        return StackState.model_validate_json(self.state_path.read_text())
-
-    def _save_state(self, state: StackState) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".json.tmp")
-        tmp.write_text(state.model_dump_json(indent=2))
-        tmp.replace(self.state_path)
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with (self.state_dir / "stack.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _merged_ports(services: list[Service]) -> dict[str, int]:
