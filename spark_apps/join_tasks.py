@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from photon.faults import FaultInjector
 from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
-from photon.join.joiner import GroupRunner
+from photon.join.dispatcher import GroupRunner
 from photon.join.runtime import build_group_joiner
 from photon.settings import PhotonSettings
 from spark_apps.worker_heap import freeze_once

@@ -1,6 +1,6 @@
 """The joiner app of one DC: ``python -m spark_apps.joiner --dc a`` (or ``photon join``).
 
-Streams the DC's click logs through :class:`photon.join.joiner.Joiner`, one
+Streams the DC's click logs through :class:`photon.join.dispatcher.Dispatcher`, one
 micro-batch at a time, and runs retry passes between batches. The driver plans
 and settles each batch; its shard groups are joined by Spark tasks on the
 executors (:mod:`spark_apps.join_tasks`) unless ``pipeline.join_on_executors``

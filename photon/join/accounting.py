@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +36,36 @@ class JoinCount:
 
     @property
     def exactly_once(self) -> bool:
-        return (
-            self.duplicates == 0
-            and self.missing == 0
-            and self.unexpected == 0
-            and (self.wrong_query == 0)
-        )
+        return is_exactly_once(self)
+
+
+class Tally(Protocol):
+    """The four counts that decide exactly once (a :class:`JoinCount`, the demo's audit)."""
+
+    @property
+    def duplicates(self) -> int: ...
+    @property
+    def missing(self) -> int: ...
+    @property
+    def unexpected(self) -> int: ...
+    @property
+    def wrong_query(self) -> int: ...
+
+
+def is_exactly_once(tally: Tally) -> bool:
+    """No duplicate, nothing missing, nothing joined that should not be, no wrong query."""
+    return (
+        tally.duplicates == 0
+        and tally.missing == 0
+        and tally.unexpected == 0
+        and tally.wrong_query == 0
+    )
+
+
+def duplicate_rows(rows_per_click: Mapping[str, int]) -> int:
+    """Rows beyond the first for each click: the duplicates in output holding these counts
+    (the chaos run counts them as the output grows, the others once)."""
+    return sum(n - 1 for n in rows_per_click.values() if n > 1)
 
 
 def count_joins(
@@ -59,7 +83,7 @@ def count_joins(
     return JoinCount(
         joined=len(joined),
         output_rows=len(rows),
-        duplicates=sum(n - 1 for n in counts.values() if n > 1),
+        duplicates=duplicate_rows(counts),
         missing=len(missing),
         unexpected=len(joined - set(expected)),
         wrong_query=sum(

@@ -25,6 +25,7 @@ import redis
 import structlog
 
 from photon import metrics
+from photon.events.ids import EventId
 
 log = structlog.get_logger(__name__)
 
@@ -68,9 +69,10 @@ class CacheEventStore:
             return 0
         return len(queries)
 
-    def get_many(self, query_ids: Iterable[str]) -> dict[str, bytes]:
-        """The cached raw lines of the ids found; the rest are simply absent."""
-        ids = list(dict.fromkeys(query_ids))
+    def find_many(self, query_ids: Iterable[EventId | str]) -> dict[str, bytes]:
+        """The cached raw lines of the ids found; the rest are simply absent (an
+        :class:`~photon.join.eventstore.EventStore`)."""
+        ids = list(dict.fromkeys(str(query_id) for query_id in query_ids))
         if not ids:
             return {}
         found: dict[str, bytes] = {}

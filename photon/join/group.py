@@ -44,6 +44,7 @@ from photon.events.records import ClickEvent, QueryEvent, decode_click, decode_q
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.join.adapter import Adapter, schema_of
 from photon.join.cache import CacheEventStore
+from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
 from photon.join.output import JOINED_BASE, OutputWriter, event_hour
 from photon.join.retry import PendingClick
@@ -78,7 +79,7 @@ class JoinClick:
     from_retry: bool
     ours: bool = False  # registered with this batch's token by a crashed try of it
     #: A retried click's query is searched in the logs when the cache lacks it only on
-    #: the tries the joiner names (:meth:`photon.join.joiner.Joiner.logs_due`).
+    #: the tries the joiner names (:meth:`photon.join.dispatcher.Dispatcher.logs_due`).
     search_logs: bool = True
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -149,55 +150,79 @@ def part_name(batch: str, group: int, groups: int) -> str:
     return batch if groups == 1 else f"{batch}.g{group:03d}"
 
 
+@dataclass(frozen=True, slots=True)
+class GroupParts:
+    """What a group joiner works with: its DC and attempt, and the services it calls."""
+
+    dc: str
+    attempt: str
+    registry: IdRegistry
+    cache: CacheEventStore
+    logs: LogsEventStore
+    output: OutputWriter
+    adapter: Adapter
+    faults: FaultInjector = NO_FAULTS
+
+    def __post_init__(self) -> None:
+        if "/" in self.attempt or not self.attempt:
+            raise ValueError(f"attempt {self.attempt!r} must be a non-empty name without '/'")
+
+
+@dataclass(frozen=True, slots=True)
+class JoinPolicy:
+    """How a group decides (docs/join.md): which clicks it holds for their preferred DC
+    (``dcs``, ``affinity_*``), which queries it does not search the logs for
+    (``skip_fresh_logs_s``), how long it waits for a query reader that is behind
+    (``reader_wait_s``), and how often it reloads the log-file map."""
+
+    dcs: Sequence[str] = ()
+    affinity_grace_s: float = 0.0
+    affinity_max_age_s: float = 0.0
+    skip_fresh_logs_s: float = 0.0
+    reader_wait_s: float = 0.0
+    logmap_refresh_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "affinity_grace_s",
+            "affinity_max_age_s",
+            "skip_fresh_logs_s",
+            "reader_wait_s",
+            "logmap_refresh_s",
+        ):
+            value = getattr(self, name)
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, not {value}")
+
+
 class GroupJoiner:
     """Joins shard groups of one DC's batches; holds no retry state of its own."""
 
     def __init__(
         self,
+        parts: GroupParts,
+        policy: JoinPolicy = JoinPolicy(),
         *,
-        dc: str,
-        attempt: str,
-        registry: IdRegistry,
-        cache: CacheEventStore,
-        logs: LogsEventStore,
-        output: OutputWriter,
-        adapter: Adapter,
-        dcs: Sequence[str] = (),
-        affinity_grace_s: float = 0.0,
-        affinity_max_age_s: float = 0.0,
-        skip_fresh_logs_s: float = 0.0,
-        reader_wait_s: float = 0.0,
-        logmap_refresh_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
-        faults: FaultInjector = NO_FAULTS,
     ) -> None:
-        if "/" in attempt or not attempt:
-            raise ValueError(f"attempt {attempt!r} must be a non-empty name without '/'")
-        self.dc = dc
-        self.attempt = attempt
-        self.registry = registry
-        self.cache = cache
-        self.logs = logs
-        self.output = output
-        self.adapter = adapter
-        if affinity_grace_s < 0:
-            raise ValueError(f"affinity_grace_s must not be negative, not {affinity_grace_s}")
+        self.dc = parts.dc
+        self.attempt = parts.attempt
+        self.registry = parts.registry
+        self.cache = parts.cache
+        self.logs = parts.logs
+        self.output = parts.output
+        self.adapter = parts.adapter
+        self.faults = parts.faults
         # Affinity needs every DC's name, this one's among them; else it is off.
-        self.dcs = tuple(dcs) if dc in dcs and len(dcs) > 1 else ()
-        self.affinity_grace_us = int(affinity_grace_s * 1_000_000) if self.dcs else 0
-        if affinity_max_age_s < 0:
-            raise ValueError(f"affinity_max_age_s must not be negative, not {affinity_max_age_s}")
-        self.affinity_max_age_us = int(affinity_max_age_s * 1_000_000)
-        if skip_fresh_logs_s < 0:
-            raise ValueError(f"skip_fresh_logs_s must not be negative, not {skip_fresh_logs_s}")
-        self.skip_fresh_logs_us = int(skip_fresh_logs_s * 1_000_000)
-        if reader_wait_s < 0:
-            raise ValueError(f"reader_wait_s must not be negative, not {reader_wait_s}")
-        self.reader_wait_s = reader_wait_s
+        dcs = policy.dcs
+        self.dcs = tuple(dcs) if parts.dc in dcs and len(dcs) > 1 else ()
+        self.affinity_grace_us = int(policy.affinity_grace_s * 1_000_000) if self.dcs else 0
+        self.affinity_max_age_us = int(policy.affinity_max_age_s * 1_000_000)
+        self.skip_fresh_logs_us = int(policy.skip_fresh_logs_s * 1_000_000)
+        self.reader_wait_s = policy.reader_wait_s
+        self.logmap_refresh_s = policy.logmap_refresh_s
         self.sleep = sleep
-        self.faults = faults
-        self.logmap_refresh_s = logmap_refresh_s
-        adapter_schema = schema_of(adapter)
+        adapter_schema = schema_of(parts.adapter)
         self._schema: pa.Schema | None = (
             None if adapter_schema is None else pa.schema([*JOINED_BASE, *adapter_schema])
         )
@@ -219,7 +244,7 @@ class GroupJoiner:
         if work.replay:  # a crashed try may hold clicks under this token: find them first
             pending, too_old = self._skip_registered(work.batch, work.clicks, True, out)
             pending, out.held = self.hold_for_preferred_dc(pending, now)
-        else:  # the driver held the clicks another DC prefers (Joiner._process)
+        else:  # the driver held the clicks another DC prefers (Dispatcher._process)
             pending, too_old = self._skip_registered(work.batch, work.clicks, False, out)
         if work.clicks:
             self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
@@ -403,7 +428,7 @@ class GroupJoiner:
         if not wanted:
             return {}
         found: dict[str, QueryEvent] = {}
-        self._from_cache(wanted, found)
+        self._found_in(self.cache, wanted.values(), found)
         missing = [q for q in wanted if q not in found]
         skipped = self._logs_skipped(clicks, now, reader_progress_us)
         searched = missing if not self.cache.available else [q for q in missing if q not in skipped]
@@ -415,23 +440,26 @@ class GroupJoiner:
             if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
                 self.logs.logmap.refresh()
                 self._logmap_loaded_at = time.monotonic()
-            for query_id, raw in self.logs.find_many(wanted[q] for q in searched).items():
-                query = _decode_query(raw, query_id)
-                if query is not None:
-                    found[query_id] = query
-                    from_logs += 1
-        first_sight = {str(c.event.query_id) for c in clicks if not c.from_retry}
+            from_logs = self._found_in(self.logs, (wanted[q] for q in searched), found)
+        first_sight = {str(c.event.query_id): c.event.query_id for c in clicks if not c.from_retry}
         out.reader_wait_s = self._wait_for_reader(first_sight, found)
         out.counts["from_logs"] = from_logs
         out.counts["from_cache"] = len(found) - from_logs
         out.counts["cache_misses"] = len(wanted) - out.counts["from_cache"]
         return found
 
-    def _from_cache(self, query_ids: Iterable[str], found: dict[str, QueryEvent]) -> None:
-        for query_id, raw in self.cache.get_many(query_ids).items():
+    @staticmethod
+    def _found_in(
+        store: EventStore, query_ids: Iterable[EventId], found: dict[str, QueryEvent]
+    ) -> int:
+        """Adds to ``found`` the queries ``store`` has (and that decode); how many."""
+        added = 0
+        for query_id, raw in store.find_many(query_ids).items():
             query = _decode_query(raw, query_id)
             if query is not None:
                 found[query_id] = query
+                added += 1
+        return added
 
     def _logs_skipped(self, clicks: list[JoinClick], now: int, reader_progress_us: int) -> set[str]:
         """Queries not to search in the logs if the cache lacks them.
@@ -443,7 +471,7 @@ class GroupJoiner:
         * Asked for only by clicks the joiner did not name for a search: a retry's
           query is late (the reader is past its time), and when it comes the
           reader caches it; the logs only matter if the cache lost it since. A
-          new click's query the cache cannot have lost (Joiner's
+          new click's query the cache cannot have lost (Dispatcher's
           ``_skip_searches_of_intact_queries``).
 
         The click retries, and a later retry searches the logs. Never skipped: a
@@ -468,7 +496,9 @@ class GroupJoiner:
                 searched.add(str(query_id))
         return skipped - searched
 
-    def _wait_for_reader(self, first_sight: set[str], found: dict[str, QueryEvent]) -> float:
+    def _wait_for_reader(
+        self, first_sight: dict[str, EventId], found: dict[str, QueryEvent]
+    ) -> float:
         """Wait (at most ``reader_wait_s``) while the query reader is behind this batch.
 
         When a good share of the queries this batch's new clicks ask for is in
@@ -484,7 +514,7 @@ class GroupJoiner:
                 break
             self.sleep(_READER_WAIT_STEP_S)
             waited += _READER_WAIT_STEP_S
-            self._from_cache(lacking, found)
+            self._found_in(self.cache, (first_sight[q] for q in lacking), found)
         return waited
 
 

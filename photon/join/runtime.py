@@ -25,8 +25,8 @@ from photon import metrics
 from photon.faults import FaultInjector
 from photon.join.adapter import load_adapter
 from photon.join.cache import CacheEventStore, CacheLossWatch
-from photon.join.group import GroupJoiner
-from photon.join.joiner import Joiner
+from photon.join.dispatcher import Dispatcher, DispatchPolicy
+from photon.join.group import GroupJoiner, GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
@@ -37,6 +37,7 @@ from photon.localfiles import write_whole
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
+from registry import IdRegistry
 
 JOINER = "joiner"
 QUERY_READER = "query-reader"
@@ -94,7 +95,7 @@ class AppParts:
 
 @dataclass
 class JoinerApp(AppParts):
-    joiner: Joiner | None = None
+    joiner: Dispatcher | None = None
     retries: RetryStore | None = None
 
 
@@ -103,54 +104,59 @@ class QueryReaderApp(AppParts):
     reader: QueryReader | None = None
 
 
-def _group_joiner_options(settings: PhotonSettings, dc: str, attempt: str) -> dict[str, Any]:
-    """What the driver's Joiner and an executor's GroupJoiner are built with alike."""
-    window_us = int(settings.log_file_map.window_s * 1_000_000)
+def _group_parts(
+    settings: PhotonSettings,
+    dc: str,
+    attempt: str,
+    registry: IdRegistry,
+    faults: FaultInjector | None = None,
+) -> GroupParts:
+    """What the driver's Dispatcher and an executor's GroupJoiner are built with alike."""
     store = ObjectStore.from_settings(settings)
-    return {
-        "dc": dc,
-        "attempt": attempt,
-        "cache": CacheEventStore(settings.redis_url, dc, prefix=settings.redis.key_prefix),
-        "logs": LogsEventStore(
+    if faults is not None and faults.active:  # an executor's: its writes may fail too
+        store.faults = faults
+    faults = faults or FaultInjector(settings.faults)
+    return GroupParts(
+        dc=dc,
+        attempt=attempt,
+        registry=registry,
+        cache=CacheEventStore(settings.redis_url, dc, prefix=settings.redis.key_prefix),
+        logs=LogsEventStore(
             settings.dc_logs(dc) / "queries",
             LogFileMap(store, dc),
-            window_us=window_us,
+            window_us=int(settings.log_file_map.window_s * 1_000_000),
             max_bytes=settings.log_file_map.max_bytes,
         ),
-        "output": OutputWriter(store, dc, attempt),
-        "adapter": load_adapter(settings.pipeline.adapter),
-        "dcs": settings.dcs,
-        "affinity_grace_s": settings.pipeline.affinity_grace_s,
-        "affinity_max_age_s": settings.pipeline.affinity_max_age_s,
-        "skip_fresh_logs_s": settings.log_file_map.skip_fresh_s,
-        "reader_wait_s": settings.pipeline.reader_wait_s,
-        "faults": FaultInjector(settings.faults),
-    }
+        output=OutputWriter(store, dc, attempt),
+        adapter=load_adapter(settings.pipeline.adapter),
+        faults=faults,
+    )
+
+
+def join_policy(settings: PhotonSettings) -> JoinPolicy:
+    return JoinPolicy(
+        dcs=settings.dcs,
+        affinity_grace_s=settings.pipeline.affinity_grace_s,
+        affinity_max_age_s=settings.pipeline.affinity_max_age_s,
+        skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
+        reader_wait_s=settings.pipeline.reader_wait_s,
+    )
 
 
 def build_group_joiner(
     settings: PhotonSettings, dc: str, attempt: str, faults: FaultInjector | None = None
 ) -> tuple[GroupJoiner, list[Any]]:
     """A joiner of shard groups (an executor's), and what to close when done."""
-    options = _group_joiner_options(settings, dc, attempt)
-    if faults is not None:
-        options["faults"] = faults
-        if faults.active:
-            options["output"].store.faults = faults
-    closers: list[Any] = [options["cache"]]
-    try:
-        registry = connect_registry(settings)
-    except BaseException:
-        options["cache"].close()
-        raise
-    closers.append(registry)
+    registry = connect_registry(settings)
+    closers: list[Any] = [registry]
     try:
         registry.hold_attempt(attempt)  # its commits fail once recovery fenced it
+        parts = _group_parts(settings, dc, attempt, registry, faults)
     except BaseException:
-        for closer in closers:
-            closer.close()
+        registry.close()
         raise
-    return GroupJoiner(registry=registry, **options), closers
+    closers.append(parts.cache)
+    return GroupJoiner(parts, join_policy(settings)), closers
 
 
 def cache_lost_at(watch: CacheLossWatch, reader_state_dir: Path) -> Callable[[int], int]:
@@ -170,8 +176,6 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
     attempt = attempt_name(state_dir, dc)
     app = JoinerApp(dc, state_dir, attempt, settings.dc_logs(dc) / "clicks")
     try:
-        options = _group_joiner_options(settings, dc, attempt)
-        app.closers.append(options["cache"])
         registry = connect_registry(settings)
         app.closers.append(registry)
         # A fenced attempt (recovery took its ids over) stops here, with what to do.
@@ -190,19 +194,24 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
         retries = RetryStore(retry_store_path(settings, dc), settings.retry)
         app.closers.append(retries)
         app.retries = retries
-        app.joiner = Joiner(
-            registry=registry,
-            retries=retries,
+        parts = _group_parts(settings, dc, attempt, registry)
+        app.closers.append(parts.cache)
+        dispatch = DispatchPolicy(
             max_retries_per_batch=settings.pipeline.max_retries_per_batch,
-            reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
-            cache_lost_at=cache_lost_at(
-                CacheLossWatch(options["cache"]), query_reader_dir(settings, dc)
-            ),
             query_window_us=int(settings.log_file_map.window_s * 1_000_000),
             join_groups=max(1, settings.pipeline.join_groups),
             # Two triggers without lines: the stream is quiet, retry passes take over.
             retry_pass_quiet_s=2 * settings.pipeline.trigger_s,
-            **options,
+        )
+        app.joiner = Dispatcher(
+            parts,
+            retries,
+            join_policy(settings),
+            dispatch,
+            reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
+            cache_lost_at=cache_lost_at(
+                CacheLossWatch(parts.cache), query_reader_dir(settings, dc)
+            ),
         )
         metrics.REGISTRY_CLIENTS.track(dc, app.joiner.register_counters)
     except BaseException:

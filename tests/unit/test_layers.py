@@ -116,7 +116,7 @@ def test_the_layers_are_all_there() -> None:
     modules = {module for module, _ in _modules()}
     for must in (
         "registry.client",
-        "photon.join.joiner",
+        "photon.join.dispatcher",
         "photon.tooling.cli.main",
         "spark_apps.contracts",
         "plugins.hooks.registry",

@@ -11,7 +11,8 @@ import pytest
 
 from photon.join.adapter import AdClickAdapter
 from photon.join.cache import CacheEventStore, CacheLossWatch
-from photon.join.joiner import Joiner
+from photon.join.dispatcher import Dispatcher, DispatchPolicy
+from photon.join.group import GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
@@ -59,7 +60,7 @@ def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
 class DcParts:
     dc: str
     reader: QueryReader
-    joiner: Joiner
+    joiner: Dispatcher
     retries: RetryStore
     cache_prefix: str = ""
 
@@ -139,27 +140,31 @@ def make_dc(
             window_us=W_US,
             max_bytes=M_BYTES,
         )
-        joiner = Joiner(
-            dc=dc,
-            attempt=attempt,
-            registry=reg or registry,
-            cache=cache,
-            logs=logs,
-            retries=retries,
-            output=output,
-            adapter=AdClickAdapter(),
-            logmap_refresh_s=0.0,
-            dcs=dcs,
-            affinity_grace_s=affinity_grace_s,
-            affinity_max_age_s=affinity_max_age_s,
-            skip_fresh_logs_s=skip_fresh_logs_s,
+        joiner = Dispatcher(
+            GroupParts(
+                dc=dc,
+                attempt=attempt,
+                registry=reg or registry,
+                cache=cache,
+                logs=logs,
+                output=output,
+                adapter=AdClickAdapter(),
+            ),
+            retries,
+            JoinPolicy(
+                dcs=dcs,
+                affinity_grace_s=affinity_grace_s,
+                affinity_max_age_s=affinity_max_age_s,
+                skip_fresh_logs_s=skip_fresh_logs_s,
+                reader_wait_s=reader_wait_s,
+                logmap_refresh_s=0.0,
+            ),
+            # the registry has 4 shards: groups of 2, 1 and 1
+            DispatchPolicy(query_window_us=W_US, join_groups=join_groups),
             reader_progress=lambda: read_progress(progress_dir),
             cache_lost_at=cache_lost_at(CacheLossWatch(cache), progress_dir),
-            query_window_us=W_US,
-            reader_wait_s=reader_wait_s,
             clock=clock,
             sleep=sleep,
-            join_groups=join_groups,  # the registry has 4 shards: groups of 2, 1 and 1
         )
         return DcParts(dc, reader, joiner, retries, prefix)
 

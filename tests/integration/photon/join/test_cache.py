@@ -30,12 +30,12 @@ def test_lookups_miss_while_redis_is_down_and_hit_again_once_it_is_back(
     cache = CacheEventStore(local_stack.settings.redis_url, dc, timeout_s=0.3, cooldown_s=0.5)
     try:
         assert cache.put_many({"q1": b'{"query_id":"q1"}'}) == 1
-        assert cache.get_many(["q1", "q2"]) == {"q1": b'{"query_id":"q1"}'}
+        assert cache.find_many(["q1", "q2"]) == {"q1": b'{"query_id":"q1"}'}
 
         os.kill(_redis_pid(local_stack), signal.SIGKILL)
         time.sleep(0.2)
         started = time.monotonic()
-        assert cache.get_many(["q1"]) == {}  # a miss, not an error
+        assert cache.find_many(["q1"]) == {}  # a miss, not an error
         assert cache.put_many({"q3": b"{}"}) == 0  # dropped during the cooldown
         assert time.monotonic() - started < 2  # one timeout at most, not one per call
         assert (REGISTRY.get_sample_value("photon_cache_errors_total", {"dc": dc}) or 0) >= 1
@@ -43,7 +43,7 @@ def test_lookups_miss_while_redis_is_down_and_hit_again_once_it_is_back(
         local_stack.up()  # Redis back (empty: it keeps nothing on disk)
     time.sleep(0.6)  # past the cooldown
     assert cache.put_many({"q4": b'{"query_id":"q4"}'}) == 1
-    assert cache.get_many(["q4"]) == {"q4": b'{"query_id":"q4"}'}  # hits again
+    assert cache.find_many(["q4"]) == {"q4": b'{"query_id":"q4"}'}  # hits again
     cache.close()
 
 

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
+from photon.join.dispatcher import GroupRunner
 from photon.join.group import GroupOutcome, GroupWork, JoinClick
-from photon.join.joiner import GroupRunner
 from photon.join.output import decode
 from photon.logs.reader import LogLine
 from photon.storage import ObjectStore
@@ -830,7 +830,7 @@ def test_a_replay_finds_in_the_logs_a_query_its_crashed_try_found_in_the_cache(
     assert registered <= {r["click_id"] for r in rows(store, "joined/")}
 
 
-#: Where a streaming batch dies: after each step of :meth:`Joiner._process` (the part
+#: Where a streaming batch dies: after each step of :meth:`Dispatcher._process` (the part
 #: patched, and the method after whose return the process is killed).
 BOUNDARIES = {
     "after_begin": ("retries", "begin_batch"),

@@ -1,6 +1,11 @@
-"""The joiner: one micro-batch of click lines, joined at most once (docs/join.md).
+"""The dispatcher: one micro-batch of click lines, joined at most once (docs/join.md).
 
-For a batch of click log lines (plus the retry store's due clicks) the driver:
+The paper's dispatcher reads clicks, sends them to the joiners, and retries
+with backoff the ones whose query has not arrived. Here it runs in the joiner
+app's driver: the joiners are the batch's shard groups
+(:mod:`photon.join.group`), and the retries wait in its retry store
+(:mod:`photon.join.retry`). For a batch of click log lines (plus the retry
+store's due clicks) the dispatcher:
 
 1. decodes the lines; bad ones are quarantined (written, counted);
 2. drops clicks seen twice in the batch (log shipping duplicates lines);
@@ -52,24 +57,20 @@ from photon.events.records import (
     decode_click,
     decode_line,
 )
-from photon.faults import NO_FAULTS, FaultInjector
-from photon.join.adapter import Adapter
-from photon.join.cache import CacheEventStore
 from photon.join.group import (
     GROUP_COUNTS,
     NO_READER,
     GroupJoiner,
     GroupOutcome,
+    GroupParts,
     GroupWork,
     JoinClick,
+    JoinPolicy,
     part_name,
     unjoinable_row,
 )
-from photon.join.logstore import LogsEventStore
-from photon.join.output import OutputWriter
 from photon.join.retry import BatchStart, PendingClick, RetryStore
 from photon.logs.reader import LogLine
-from registry import IdRegistry
 from registry.client import RegisterCounters
 
 log = structlog.get_logger(__name__)
@@ -98,7 +99,7 @@ class BatchReport:
     reader_wait_s: float = 0.0
     held: int = 0
     #: Retried clicks the driver kept back without a task: their query still not
-    #: cached, and this try not one that searches the logs (:meth:`Joiner._keep_back`).
+    #: cached, and this try not one that searches the logs (:meth:`Dispatcher._keep_back`).
     kept_back: int = 0
     filtered: int = 0
     joined: int = 0
@@ -177,60 +178,57 @@ class JoinerTotals:
         }
 
 
-class Joiner(GroupJoiner):
-    """Joins one DC's click batches; one batch at a time (a lock guards it).
+@dataclass(frozen=True, slots=True)
+class DispatchPolicy:
+    """How the dispatcher plans batches: how many retries a batch takes at most, the
+    log-file map's window W (a cache loss counts W past it), how many shard groups a
+    batch splits into, and how quiet the stream must be before a retry pass runs."""
+
+    max_retries_per_batch: int = 5_000
+    query_window_us: int = 0
+    join_groups: int = 1
+    retry_pass_quiet_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries_per_batch < 0:
+            raise ValueError(
+                f"max_retries_per_batch must not be negative, not {self.max_retries_per_batch}"
+            )
+        if self.query_window_us < 0:
+            raise ValueError(f"query_window_us must not be negative, not {self.query_window_us}")
+        if self.join_groups < 1:
+            raise ValueError(f"join_groups must be at least 1, not {self.join_groups}")
+        if self.retry_pass_quiet_s < 0:
+            raise ValueError(
+                f"retry_pass_quiet_s must not be negative, not {self.retry_pass_quiet_s}"
+            )
+
+
+class Dispatcher(GroupJoiner):
+    """Dispatches one DC's click batches to their shard groups; one batch at a time (a
+    lock guards it).
 
     The driver's side: the batch journal and the retry store are its own; the
-    groups run where ``run_groups`` sends them (this thread by default).
+    groups run where ``run_groups`` sends them (this thread by default, as the
+    group joiner it also is).
     """
 
     def __init__(
         self,
-        *,
-        dc: str,
-        attempt: str,
-        registry: IdRegistry,
-        cache: CacheEventStore,
-        logs: LogsEventStore,
+        parts: GroupParts,
         retries: RetryStore,
-        output: OutputWriter,
-        adapter: Adapter,
-        max_retries_per_batch: int = 5_000,
-        dcs: Sequence[str] = (),
-        affinity_grace_s: float = 0.0,
-        affinity_max_age_s: float = 0.0,
-        skip_fresh_logs_s: float = 0.0,
-        reader_wait_s: float = 0.0,
-        logmap_refresh_s: float = 1.0,
-        clock: Callable[[], int] = lambda: time.time_ns() // 1000,
-        sleep: Callable[[float], None] = time.sleep,
+        policy: JoinPolicy = JoinPolicy(),  # noqa: B008 (frozen: one shared default is safe)
+        dispatch: DispatchPolicy = DispatchPolicy(),
+        *,
         reader_progress: Callable[[], int] | None = None,
         cache_lost_at: Callable[[int], int] | None = None,
-        query_window_us: int = 0,
-        faults: FaultInjector = NO_FAULTS,
-        join_groups: int = 1,
         run_groups: GroupRunner | None = None,
-        retry_pass_quiet_s: float = 0.0,
+        clock: Callable[[], int] = lambda: time.time_ns() // 1000,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(
-            dc=dc,
-            attempt=attempt,
-            registry=registry,
-            cache=cache,
-            logs=logs,
-            output=output,
-            adapter=adapter,
-            dcs=dcs,
-            affinity_grace_s=affinity_grace_s,
-            affinity_max_age_s=affinity_max_age_s,
-            skip_fresh_logs_s=skip_fresh_logs_s,
-            reader_wait_s=reader_wait_s,
-            logmap_refresh_s=logmap_refresh_s,
-            sleep=sleep,
-            faults=faults,
-        )
+        super().__init__(parts, policy, sleep=sleep)
         self.retries = retries
-        self.max_retries_per_batch = max_retries_per_batch
+        self.max_retries_per_batch = dispatch.max_retries_per_batch
         self.clock = clock
         # The DC query reader's published progress (photon.join.progress); None: no
         # reader to wait for (every click may expire once past the retry limits).
@@ -238,18 +236,12 @@ class Joiner(GroupJoiner):
         # The last time (given the batch's ``now``) the cache may have lost a query
         # (photon.join.cache.CacheLossWatch); None: it may always have.
         self.cache_lost_at = cache_lost_at
-        if query_window_us < 0:
-            raise ValueError(f"query_window_us must not be negative, not {query_window_us}")
-        self.query_window_us = query_window_us
-        if join_groups < 1:
-            raise ValueError(f"join_groups must be at least 1, not {join_groups}")
-        self.join_groups = join_groups
+        self.query_window_us = dispatch.query_window_us
+        self.join_groups = dispatch.join_groups
         self.run_groups: GroupRunner = run_groups or self._run_here
-        if retry_pass_quiet_s < 0:
-            raise ValueError(f"retry_pass_quiet_s must not be negative, not {retry_pass_quiet_s}")
         #: A retry pass runs only once no streaming batch has brought lines for this
         #: long, or the last one took as many retries as it may (see process_retries).
-        self.retry_pass_quiet_us = int(retry_pass_quiet_s * 1_000_000)
+        self.retry_pass_quiet_us = int(dispatch.retry_pass_quiet_s * 1_000_000)
         self._last_stream_batch: tuple[int, bool] | None = None  # (its clock, retries capped)
         self._lock = threading.Lock()
         self.totals = JoinerTotals()
@@ -433,7 +425,7 @@ class Joiner(GroupJoiner):
             return clicks, []
         # Redis down, before or during the MGET: the groups search the logs instead.
         cache = self.cache
-        cached = cache.get_many(str(c.event.query_id) for c in waiting) if cache.available else None
+        cached = cache.find_many(c.event.query_id for c in waiting) if cache.available else None
         if cached is None or not cache.available:
             return clicks, []
         kept = {c.line.click_id for c in waiting if str(c.event.query_id) not in cached}
