@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from photon.join.accounting import count_joins
+from photon.join.accounting import count_joins, is_exactly_once
 from photon.join.output import output_prefix, rows_under
 from photon.storage import ObjectStore
 from photon.tooling.gen.model import Manifest
@@ -34,12 +34,7 @@ class Audit:
 
     @property
     def exactly_once(self) -> bool:
-        return (
-            self.duplicates == 0
-            and self.missing == 0
-            and self.unexpected == 0
-            and self.wrong_query == 0
-        )
+        return is_exactly_once(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {**vars(self), "exactly_once": self.exactly_once}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from photon.faults import STEPS
-from photon.tooling.chaos.harness import FAULT_KINDS
+from photon.tooling.chaos.config import FAULT_KINDS
 from tests.conftest import stack_env
 from tests.e2e.test_photon_command import run
 

@@ -53,7 +53,7 @@ from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from photon.tooling.chaos.record import FaultRecord
-from photon.tooling.chaos.supervisor import Supervisor
+from photon.tooling.chaos.service_manager import ServiceManager
 from photon.tooling.runs import StreamClock
 
 log = structlog.get_logger(__name__)
@@ -83,7 +83,7 @@ def _wait(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.25)
 
 
 def replay_at_every_step(
-    supervisor: Supervisor,
+    services: ServiceManager,
     clock: StreamClock,
     dc: str,
     since: Callable[[], float],
@@ -92,7 +92,7 @@ def replay_at_every_step(
     """Crash ``dc``'s joiner at each step of a batch, one run each, on one state.
 
     The joiner must be on its faulty run armed with the first step
-    (``Supervisor.start(faulty=...)``). Each crash is followed by a run armed
+    (``ServiceManager.start(faulty=...)``). Each crash is followed by a run armed
     with the next step, which first replays the crashed batch; the last is
     followed by a run with no fault, which replays the batch to its end.
     While the joiner starts again the stream is held, so every step strikes
@@ -101,8 +101,8 @@ def replay_at_every_step(
     exits: dict[str, int | None] = {}
     for n, step in enumerate(STEPS):
         then = step_env(STEPS[n + 1]) if n + 1 < len(STEPS) else None
-        exits[step] = supervisor.await_exit(dc, JOINER, timeout_s, then=then)
-        _hold_until_streaming(supervisor, clock, dc)
+        exits[step] = services.await_exit(dc, JOINER, timeout_s, then=then)
+        _hold_until_streaming(services, clock, dc)
     crashed = [step for step, code in exits.items() if code in _CRASHED]
     return FaultRecord(
         "replay_at_every_step",
@@ -115,7 +115,7 @@ def replay_at_every_step(
 
 
 def _hold_until_streaming(
-    supervisor: Supervisor,
+    services: ServiceManager,
     clock: StreamClock,
     dc: str,
     restart: Callable[[], object] = lambda: None,
@@ -124,17 +124,17 @@ def _hold_until_streaming(
     clock.hold()
     try:
         restart()
-        _wait(lambda: supervisor.streaming(dc, JOINER), 300.0)
+        _wait(lambda: services.streaming(dc, JOINER), 300.0)
     finally:
         clock.resume()
 
 
 def stale_epoch_partition(
-    settings: PhotonSettings, supervisor: Supervisor, dc: str, since: Callable[[], float]
+    settings: PhotonSettings, services: ServiceManager, dc: str, since: Callable[[], float]
 ) -> FaultRecord:
     """Freeze ``dc``'s joiner past its session; append an epoch that starts meanwhile."""
     attempt = current_attempt(settings, dc)
-    processes = supervisor.tree(dc, JOINER)
+    processes = services.tree(dc, JOINER)
     if not processes or attempt is None:
         return FaultRecord("stale_epoch_partition", f"joiner[{dc}]", struck=False,
                            detail={"why": "no joiner running"})  # fmt: skip
@@ -180,7 +180,7 @@ def stale_epoch_partition(
 
 def zombie_during_recovery(
     settings: PhotonSettings,
-    supervisor: Supervisor,
+    services: ServiceManager,
     clock: StreamClock,
     dc: str,
     since: Callable[[], float],
@@ -190,21 +190,21 @@ def zombie_during_recovery(
     its attempt replaced. :func:`resume_zombie` wakes it once recovery ran."""
     attempt = current_attempt(settings, dc)
     # The armed joiner starts again with the stream still to come.
-    _hold_until_streaming(supervisor, clock, dc, lambda: supervisor.rearm(dc, JOINER, PAUSE_ENV))
+    _hold_until_streaming(services, clock, dc, lambda: services.rearm(dc, JOINER, PAUSE_ENV))
     stopped: list[psutil.Process] = []
 
     def paused() -> bool:
-        stopped[:] = [p for p in supervisor.tree(dc, JOINER) if _status(p) == psutil.STATUS_STOPPED]
+        stopped[:] = [p for p in services.tree(dc, JOINER) if _status(p) == psutil.STATUS_STOPPED]
         return bool(stopped)
 
     found = _wait(paused, timeout_s, 0.5)
     zombie = stopped[0] if found else None
     if zombie is not None:  # its driver, JVM and other workers go; the stopped one stays
-        for process in supervisor.tree(dc, JOINER):
+        for process in services.tree(dc, JOINER):
             if process.pid != zombie.pid:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     process.kill()
-    code = supervisor.await_crash(dc, JOINER, timeout_s)  # its state lost: a new attempt
+    code = services.await_crash(dc, JOINER, timeout_s)  # its state lost: a new attempt
     return FaultRecord(
         "zombie_during_recovery",
         f"joiner[{dc}]",
@@ -254,7 +254,7 @@ def resume_zombie(record: FaultRecord, store: ObjectStore, timeout_s: float = 60
 
 def gc_during_catch_up(
     settings: PhotonSettings,
-    supervisor: Supervisor,
+    services: ServiceManager,
     dc: str,
     boundary_us: int,
     since: Callable[[], float],
@@ -263,8 +263,8 @@ def gc_during_catch_up(
     and, while it replays, move every shard's GC boundary to ``boundary_us`` (never
     back) and collect: what it replays below the boundary must come out too old,
     never registered again."""
-    supervisor.restart_afresh(dc, JOINER)
-    streaming = _wait(lambda: supervisor.streaming(dc, JOINER), 300.0)
+    services.restart_afresh(dc, JOINER)
+    streaming = _wait(lambda: services.streaming(dc, JOINER), 300.0)
     behind = joiner_backlog(settings, dc).bytes
     deleted = 0
     with connect_registry(settings) as registry:

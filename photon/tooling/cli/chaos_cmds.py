@@ -77,7 +77,8 @@ def chaos(
     joins, joining on with a ZooKeeper node down and the node back in the
     ensemble, every click accounted for once, unjoinable = never joinable).
     """
-    from photon.tooling.chaos.harness import ChaosConfig, run_chaos
+    from photon.tooling.chaos.config import ChaosConfig
+    from photon.tooling.chaos.harness import run_chaos
 
     settings = settings_of(ctx)
     if outage_dc not in settings.dcs:

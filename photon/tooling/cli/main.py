@@ -42,7 +42,7 @@ from photon.tooling.observe.recorder import METRICS_FILE, read_records
 from photon.tooling.observe.report import AUDIT_FILE, ReportError
 from photon.tooling.observe.report import write as report_write
 from photon.tooling.pipeline import reset_state
-from photon.tooling.runs import namespace
+from photon.tooling.runs import environment, namespace
 from photon.tooling.stack import compose_env
 from photon.tooling.stack.manager import LocalStack, StackError, StackStatus
 from registry import RegistryError
@@ -484,12 +484,16 @@ def demo(
     rate: Annotated[float, typer.Option(help="Queries per second, live.", min=1.0)] = 50.0,
 ) -> None:
     """The main job on embedded defaults: live logs through both DCs' pipelines, then an audit."""
-    for key, value in DEMO_ENV.items():
-        os.environ.setdefault(key, value)
     # A registry root, a bucket and cache keys of the run's own: a stack left running
-    # by an earlier run (or by `photon up`) cannot answer for this run's clicks.
+    # by an earlier run (or by `photon up`) cannot answer for this run's clicks. The
+    # demo's defaults give way to the caller's environment; both last as long as the run.
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    os.environ.update(namespace(f"demo-{stamp}"))
+    run_env = {key: os.environ.get(key, value) for key, value in DEMO_ENV.items()}
+    with environment(run_env | namespace(f"demo-{stamp}")):
+        _demo(ctx, stamp, keep=keep, queries=queries, rate=rate)
+
+
+def _demo(ctx: typer.Context, stamp: str, *, keep: bool, queries: int, rate: float) -> None:
     settings = settings_of(ctx)
     stack = LocalStack(settings)
     outage_s = 20.0
@@ -529,7 +533,7 @@ def demo(
             raise StackError(f"the log generator failed with status {writer.returncode}")
         out.rule("3. audit the output against the generator's manifest")
         result = audit(ObjectStore.from_settings(settings), load_manifest(settings.logs_root))
-        _print_audit(result, summary)
+        _print_audit(result, summary, settings.s3.bucket)
         if record_dir is not None:
             out.rule("4. the run's report (the paper's figures, redrawn)")
             # kept beside the metrics: `photon report --run` shows the verdict again
@@ -553,9 +557,9 @@ def demo(
             out.print(f"stopped: {', '.join(report.stopped) or 'nothing'}")
 
 
-def _print_audit(result: Audit, summary: dict[str, Any]) -> None:
+def _print_audit(result: Audit, summary: dict[str, Any], bucket: str) -> None:
     joiners = [a for a in summary["apps"] if a["app"] == "joiner"]
-    table = Table("", "clicks", title=f"bucket {os.environ.get('PHOTON_S3__BUCKET', '')}")
+    table = Table("", "clicks", title=f"bucket {bucket}")
     table.add_row("joinable (manifest)", str(result.expected_joins))
     table.add_row("joined, across DCs", str(result.joined))
     for dc, count in sorted(result.joined_by_dc.items()):

@@ -21,7 +21,7 @@ from photon.tooling.chaos.analysis import (
     writing_at,
 )
 from photon.tooling.chaos.charts import draw
-from photon.tooling.chaos.harness import SCHEDULE, ChaosConfig, ChaosReport, scheduled
+from photon.tooling.chaos.config import SCHEDULE, ChaosConfig, ChaosReport, scheduled
 from photon.tooling.chaos.record import FaultRecord
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from photon.settings import SettingsError, env_names_in_file, load_settings
-from photon.tooling.chaos.harness import ChaosConfig, chaos_environment, run_chaos
+from photon.tooling.chaos.config import ChaosConfig
+from photon.tooling.chaos.harness import chaos_environment, run_chaos
 
 pytestmark = pytest.mark.unit
 

@@ -1,7 +1,7 @@
 """A service manager for the DC pipelines under chaos: restarts what dies, unless told not to.
 
 In a deployment each app runs under a service manager (systemd, Kubernetes)
-that restarts it when it dies. :class:`Supervisor` plays that part for the
+that restarts it when it dies. :class:`ServiceManager` plays that part for the
 chaos harness: it starts each DC's query reader and joiner as child
 processes (the same command lines as ``photon run``), restarts an app that
 exits for any reason after ``restart_delay_s``, and lets the harness inject
@@ -57,7 +57,7 @@ class _App:
 
 
 @dataclass
-class SupervisorEvents:
+class ServiceManagerEvents:
     """What happened to the apps, for the chaos report."""
 
     starts: Counter[str] = field(default_factory=Counter)  # "<app>[<dc>]" -> starts
@@ -65,7 +65,7 @@ class SupervisorEvents:
     exits: list[dict[str, object]] = field(default_factory=list)
 
 
-class Supervisor:
+class ServiceManager:
     def __init__(
         self,
         settings: PhotonSettings,
@@ -83,7 +83,7 @@ class Supervisor:
         self.config = config
         self.restart_delay_s = restart_delay_s
         self.stop_timeout_s = stop_timeout_s
-        self.events = SupervisorEvents()
+        self.events = ServiceManagerEvents()
         # Beside the apps' state, not in it: a state wipe must not take the logs.
         log_dir = log_dir or settings.pipeline_root / "_logs"
         self._apps = {
