@@ -27,8 +27,8 @@ from typing import Any, NoReturn
 from pyspark.sql import SparkSession
 
 from photon.faults import FaultInjector
-from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
 from photon.join.dispatcher import GroupRunner
+from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
 from photon.join.runtime import build_group_joiner
 from photon.settings import PhotonSettings
 from spark_apps.worker_heap import freeze_once

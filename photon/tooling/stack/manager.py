@@ -167,6 +167,7 @@ class LocalStack:
                         "the stack",
                         timeout_s=self.settings.stack.start_timeout_s,
                         detail=lambda: "; ".join(self._status(backend, state.services).problems),
+                        watched=started,
                     )
                 except BaseException:
                     self.supervisor.stop(state, started)

@@ -20,7 +20,7 @@ import fcntl
 import os
 import pwd
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -171,12 +171,15 @@ class Supervisor(Generic[StateT]):
         timeout_s: float,
         poll_s: float = 0.25,
         detail: Callable[[], str] | None = None,
+        watched: Collection[str] | None = None,
     ) -> None:
-        """Until ``ready()``; raises at once if a recorded process has exited, and at
-        ``timeout_s`` if it is still not ready (with ``detail()`` when given)."""
+        """Until ``ready()``; raises at once if a watched process (by default every
+        recorded one) has exited, and at ``timeout_s`` if it is still not ready (with
+        ``detail()`` when given)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            dead = sorted(set(state.services) - self.running(state))
+            names = set(state.services) if watched is None else set(watched)
+            dead = sorted(names & set(state.services) - self.running(state))
             if dead:
                 raise self.error(self.failure(state, dead, "exited during start"))
             if ready():

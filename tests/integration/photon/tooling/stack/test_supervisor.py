@@ -119,3 +119,15 @@ def test_locked_makes_a_second_holder_wait(supervisor: Supervisor[DemoState]) ->
         assert other.poll() is None  # blocked on the lock this test holds
     out, _ = other.communicate(timeout=30)
     assert out == "acquired\n"
+
+
+def test_a_wait_watches_only_the_processes_it_is_told_to(
+    supervisor: Supervisor[DemoState], tmp_path: Path
+) -> None:
+    """`photon up` restarting one service watches what it started, not an old record."""
+    state = DemoState()
+    gone = supervisor.start(state, "gone", _python("pass"), output=tmp_path / "gone.log")
+    psutil.Process(gone.pid).wait(timeout=30)
+    supervisor.wait(state, lambda: True, "the demo", timeout_s=5, watched=["fresh"])
+    with pytest.raises(DemoError, match="gone exited during start"):
+        supervisor.wait(state, lambda: True, "the demo", timeout_s=5)
