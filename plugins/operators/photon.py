@@ -88,11 +88,17 @@ class _PhotonOperator(BaseOperator):
         self.registry_conn_id = registry_conn_id
         self.object_store_conn_id = object_store_conn_id
 
-    def _registry(self, settings: Any) -> Any:
-        """The registry of ``settings`` (already resolved from the connections: read once)."""
-        from photon.registry_access import connect_registry
+    def _registry(self) -> Any:
+        """A connected registry, through the task's registry hook (close it, or ``with``)."""
+        from plugins.hooks.registry import PhotonRegistryHook
 
-        return connect_registry(settings)
+        return PhotonRegistryHook(self.registry_conn_id).get_conn()
+
+    def _object_store(self) -> Any:
+        """The object store, through the task's object store hook."""
+        from plugins.hooks.object_store import PhotonObjectStoreHook
+
+        return PhotonObjectStoreHook(self.object_store_conn_id).get_conn()
 
     def _settings(self) -> Any:
         from plugins.hooks.settings import task_settings
@@ -112,7 +118,7 @@ class GcBoundaryOperator(_PhotonOperator):
 
         settings = self._settings()
         params = checked_params(GcParams, context, settings)
-        with self._registry(settings) as registry:
+        with self._registry() as registry:
             run = advance_and_collect(registry, settings.retention, dry_run=params.dry_run)
         result = run.to_dict()
         self._log_table("GC per shard", result)
@@ -128,7 +134,7 @@ class ReshardOperator(_PhotonOperator):
 
         settings = self._settings()
         params = checked_params(ReshardParams, context, settings)  # before connecting
-        with self._registry(settings) as registry:
+        with self._registry() as registry:
             plan = reshard.plan(registry, params, settings.shards.max_clock_skew_s)
             self._log_table("resharding plan", plan.to_dict())
             if plan.dry_run:
@@ -144,15 +150,14 @@ class RecoverOperator(_PhotonOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from photon.ops.params import RecoverParams
         from photon.ops.recover import recover
-        from photon.storage import ObjectStore
 
         settings = self._settings()
         params = checked_params(RecoverParams, context, settings)
         window = _window(params, context)
-        with self._registry(settings) as registry:
+        with self._registry() as registry:
             report = recover(
                 settings,
-                ObjectStore.from_settings(settings),
+                self._object_store(),
                 registry,
                 window,
                 dc=params.dc,
@@ -196,13 +201,12 @@ class OutputHoursOperator(_PhotonOperator):
         from airflow.exceptions import AirflowSkipException
 
         from photon.ops.landed import hours_to_announce, output_hours
-        from photon.storage import ObjectStore
 
         before: list[str] = []
         for event in context["inlet_events"][self.asset]:
             announced = (event.extra or {}).get("hours")
             before += [str(h) for h in announced] if isinstance(announced, list) else []
-        store = ObjectStore.from_settings(self._settings())
+        store = self._object_store()
         hours = hours_to_announce(
             output_hours(store), datetime.now(UTC), self.settle_s, max(before, default=None)
         )
@@ -268,9 +272,7 @@ class ReportOperator(_PhotonOperator):
         return self._settings()
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from plugins.hooks.object_store import PhotonObjectStoreHook
-
-        store = PhotonObjectStoreHook(self.object_store_conn_id).get_conn()
+        store = self._object_store()
         data = store.get(self.key)
         if data is None:
             raise FileNotFoundError(f"no report at {self.key} in the object store")
