@@ -40,6 +40,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from photon.apps import QUERY_READER
 from photon.errors import PhotonError
 
 ENV_PREFIX = "PHOTON_"
@@ -581,7 +582,7 @@ class PhotonSettings(BaseSettings):
         base = self.pipeline.metrics_base_port
         if base == 0:
             return None
-        port = base + 2 * self.dcs.index(dc) + (0 if app == "query-reader" else 1)
+        port = base + 2 * self.dcs.index(dc) + (0 if app == QUERY_READER else 1)
         if port > 65535:
             raise SettingsError(f"pipeline.metrics_base_port {base} leaves no port for DC {dc}")
         return port

@@ -24,9 +24,10 @@ from prometheus_client import start_http_server
 from pyspark.sql import SparkSession
 
 from photon import metrics
+from photon.apps import JOINER
 from photon.events.records import Stream
 from photon.join.backlog import backlog, committed_offsets
-from photon.join.runtime import JOINER, AppParts
+from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings
 from spark_apps import streaming
 from spark_apps.contracts import write_summary

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.apps import JOINER, QUERY_READER
 from photon.localfiles import write_whole
 
 #: Each app's module, by app name.

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import typer
 
-from photon.join.runtime import JOINER, build_joiner, build_query_reader
+from photon.apps import JOINER
+from photon.join.runtime import build_joiner, build_query_reader
 from spark_apps.app import run_apps
 from spark_apps.cli import (
     ConfigOption,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import typer
 from pyspark.sql import SparkSession
 
-from photon.join.runtime import JOINER, JoinerApp, build_joiner
+from photon.apps import JOINER
+from photon.join.runtime import JoinerApp, build_joiner
 from photon.settings import PhotonSettings
 from spark_apps.app import AppStream, run_app
 from spark_apps.cli import (

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import typer
 
-from photon.join.runtime import QUERY_READER, QueryReaderApp, build_query_reader
+from photon.apps import QUERY_READER
+from photon.join.runtime import QueryReaderApp, build_query_reader
 from spark_apps.app import AppStream, run_app
 from spark_apps.cli import (
     ConfigOption,

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream, decode_click, decode_query
-from photon.join.runtime import JOINER, QUERY_READER
 from photon.logs.offset_log import logged_offsets
 from photon.settings import PhotonSettings
 

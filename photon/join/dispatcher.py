@@ -50,6 +50,7 @@ from typing import Any
 import structlog
 
 from photon import metrics
+from photon.apps import JOINER
 from photon.events.records import (
     ClickEvent,
     QuarantineRecord,
@@ -382,7 +383,7 @@ class Dispatcher(GroupJoiner):
         report.groups_s = round(joined - planned, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
         report.seconds = round(time.perf_counter() - started, 3)
-        metrics.BATCH_SECONDS.labels(self.dc, "joiner").observe(report.seconds)
+        metrics.BATCH_SECONDS.labels(self.dc, JOINER).observe(report.seconds)
         self._count(report)
         return report
 

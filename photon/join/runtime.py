@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from photon import metrics
+from photon.apps import JOINER, QUERY_READER
 from photon.faults import FaultInjector
 from photon.join.adapter import load_adapter
 from photon.join.cache import CacheEventStore, CacheLossWatch
@@ -38,11 +39,6 @@ from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
-
-JOINER = "joiner"
-QUERY_READER = "query-reader"
-#: A DC's two apps, the query reader first (the order they start in).
-APP_NAMES = (QUERY_READER, JOINER)
 
 
 def retry_store_path(settings: PhotonSettings, dc: str) -> Path:

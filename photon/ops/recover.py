@@ -64,11 +64,12 @@ from typing import Any
 
 import structlog
 
+from photon.apps import JOINER
 from photon.errors import PhotonError
 from photon.events.records import Stream, decode_click
 from photon.join.output import attempt_keys, click_ids_in, event_hour
 from photon.join.retry import PendingClick, RetryStore
-from photon.join.runtime import JOINER, current_attempt, retry_store_path
+from photon.join.runtime import current_attempt, retry_store_path
 from photon.localfiles import write_whole
 from photon.logs.scan import decoded_clicks
 from photon.ops.landed import hours_window

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from photon.apps import JOINER, QUERY_READER
 from photon.join.output import OUTPUT_KINDS, output_prefix
 
 
@@ -42,7 +43,7 @@ class Credentials:
 
 
 def service_names(dcs: list[str]) -> list[str]:
-    per_dc = [f"{app}-{dc}" for dc in dcs for app in ("joiner", "query-reader")]
+    per_dc = [f"{app}-{dc}" for dc in dcs for app in (JOINER, QUERY_READER)]
     return [*per_dc, "verifier", "operations"]
 
 
@@ -60,13 +61,13 @@ def policy(service: str, bucket: str, dcs: list[str]) -> dict[str, Any]:
         raise ValueError(f"unknown service {service!r}; known: {', '.join(service_names(dcs))}")
     statements = [_statement("List", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])]
     app, _, dc = service.rpartition("-")
-    if app == "joiner":
+    if app == JOINER:
         own = [output_prefix(kind, dc) for kind in OUTPUT_KINDS]
         statements += [
             _statement("WriteOwnOutput", ["s3:PutObject", "s3:GetObject"], _objects(bucket, own)),
             _statement("ReadOwnMap", ["s3:GetObject"], _objects(bucket, [f"logmap/dc={dc}/"])),
         ]
-    elif app == "query-reader":
+    elif app == QUERY_READER:
         own = [f"logmap/dc={dc}/delta/", f"{output_prefix('quarantine', dc)}stream=queries/"]
         statements += [
             _statement("WriteOwnMap", ["s3:PutObject", "s3:GetObject"], _objects(bucket, own)),

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photon.apps import JOINER, QUERY_READER
 from photon.errors import PhotonError
-from photon.join.runtime import JOINER, QUERY_READER
 from photon.localfiles import last_lines
 from photon.settings import PhotonSettings
 from spark_apps.contracts import APP_MODULES, DC_PIPELINE_MODULE, SUMMARY_FILE, read_summary

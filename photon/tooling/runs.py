@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.apps import JOINER, QUERY_READER
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore, s3_client

@@ -40,6 +40,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from photon.localfiles import last_lines
 from photon.settings import load_settings
 from photon.tooling.bench.pipeline import run_phase
 from photon.tooling.gen.model import GenConfig, Manifest
@@ -120,7 +121,7 @@ def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
             children.append((log_path, subprocess.Popen(argv, stdout=log_file, stderr=log_file)))
     for log_path, child in children:
         if child.wait(timeout=3600) != 0:
-            tail = log_path.read_text(errors="replace")[-3000:]
+            tail = last_lines(log_path, 30)
             raise RuntimeError(f"the native join exited with {child.returncode}: {tail}")
     ids: Counter[str] = Counter()
     newest = started

@@ -61,8 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from photon.apps import JOINER, QUERY_READER
 from photon.join.output import decode, output_prefix
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.localfiles import last_lines
 from photon.logconfig import FORMAT_ENV
 from photon.settings import PhotonSettings, load_settings
 from photon.storage import ObjectStore, s3_client
@@ -109,7 +110,7 @@ class PhaseFigures:
     joined_at_us: list[int] = field(default_factory=list)
 
     def joiner_sum(self, key: str) -> int:
-        return sum(int(a.get(key, 0)) for a in self.apps if a["app"] == "joiner")
+        return sum(int(a.get(key, 0)) for a in self.apps if a["app"] == JOINER)
 
 
 class ObjectWatcher:
@@ -306,7 +307,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
                         argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, timeout=3600
                     ).returncode
                 if code != 0:
-                    tail = log_path.read_text(errors="replace")[-2000:]
+                    tail = last_lines(log_path, 30)
                     raise RuntimeError(f"{app} exited with {code}: {tail}")
             batches = [
                 line

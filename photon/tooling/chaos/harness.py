@@ -60,11 +60,11 @@ from typing import Any
 
 import structlog
 
+from photon.apps import JOINER, QUERY_READER
 from photon.faults import STEPS
 from photon.join.accounting import count_joins
 from photon.join.backlog import joiner_backlog
 from photon.join.output import output_prefix, rows_under
-from photon.join.runtime import JOINER, QUERY_READER
 from photon.ops.params import Window
 from photon.ops.recover import recover
 from photon.ops.verify import pending_retries, verify

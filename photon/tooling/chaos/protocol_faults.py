@@ -44,11 +44,12 @@ from pathlib import Path
 import psutil
 import structlog
 
+from photon.apps import JOINER
 from photon.events.records import FILE_REASONS, Stream
 from photon.faults import CRASH_EXIT_CODE, STEPS
 from photon.join.backlog import committed_offsets, joiner_backlog
 from photon.join.output import attempt_keys, decode, output_prefix
-from photon.join.runtime import JOINER, current_attempt
+from photon.join.runtime import current_attempt
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore

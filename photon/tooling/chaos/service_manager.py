@@ -38,7 +38,7 @@ from pathlib import Path
 import psutil
 import structlog
 
-from photon.join.runtime import APP_NAMES
+from photon.apps import APP_NAMES
 from photon.logconfig import FORMAT_ENV
 from photon.settings import PhotonSettings
 from photon.tooling.pipeline import app_argv

@@ -23,8 +23,9 @@ from collections.abc import Callable
 
 from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
 
+from photon.apps import JOINER
 from photon.faults import CRASH_EXIT_CODE
-from photon.join.runtime import JOINER, current_attempt
+from photon.join.runtime import current_attempt
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.tooling.chaos import analysis

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from photon.apps import JOINER
 from photon.errors import PhotonError
 from photon.events.records import Stream
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
@@ -558,7 +559,7 @@ def _demo(ctx: typer.Context, stamp: str, *, keep: bool, queries: int, rate: flo
 
 
 def _print_audit(result: Audit, summary: dict[str, Any], bucket: str) -> None:
-    joiners = [a for a in summary["apps"] if a["app"] == "joiner"]
+    joiners = [a for a in summary["apps"] if a["app"] == JOINER]
     table = Table("", "clicks", title=f"bucket {bucket}")
     table.add_row("joinable (manifest)", str(result.expected_joins))
     table.add_row("joined, across DCs", str(result.joined))

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.apps import JOINER, QUERY_READER
 from photon.settings import PipelineSettings
 from photon.tooling.cli.common import err, print_json, settings_of
 from photon.tooling.observe.recorder import MetricsRecorder

@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from photon.join.runtime import APP_NAMES
+from photon.apps import APP_NAMES
 from photon.tooling.observe.status import InputLag, Snapshot
 
 _LAGGING_S = 60.0

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from photon.apps import APP_NAMES, JOINER, QUERY_READER
 from photon.join.backlog import Backlog, joiner_backlog, query_reader_backlog
-from photon.join.runtime import APP_NAMES, JOINER, QUERY_READER
 from photon.settings import PhotonSettings
 from photon.tooling.observe.prom import Scrape, scrape
 from photon.tooling.stack.zookeeper import ensemble_healthy, four_letter_word, srvr_mode

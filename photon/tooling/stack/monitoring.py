@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from photon.join.runtime import APP_NAMES
+from photon.apps import APP_NAMES
 from photon.settings import PhotonSettings, StackSettings
 from photon.tooling import PROJECT_ROOT
 

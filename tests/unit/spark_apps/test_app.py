@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from photon.join.runtime import JOINER, QUERY_READER, AppParts
+from photon.apps import JOINER, QUERY_READER
+from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings, PipelineSettings
 from spark_apps import app as app_module
 from spark_apps import streaming

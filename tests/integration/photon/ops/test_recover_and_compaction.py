@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from photon.apps import JOINER
 from photon.join.logmap import MapEntry, delta_prefix, sorted_prefix
 from photon.join.output import attempt_keys, rows_under
-from photon.join.runtime import JOINER, current_attempt
+from photon.join.runtime import current_attempt
 from photon.ops import compaction
 from photon.ops import recover as recover_module
 from photon.ops.params import RecoverParams

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.join.runtime import JOINER, QUERY_READER
+from photon.apps import JOINER, QUERY_READER
 from photon.settings import PhotonSettings, PipelineSettings
 from photon.tooling import pipeline
 from photon.tooling.pipeline import app_summaries, run_pipelines

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from photon.apps import JOINER, QUERY_READER
 from photon.faults import CRASH_EXIT_CODE
-from photon.join.runtime import JOINER, QUERY_READER
 from photon.settings import PhotonSettings
 from photon.tooling.chaos import service_manager as service_manager_module
 from photon.tooling.chaos.service_manager import ServiceManager
