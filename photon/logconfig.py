@@ -3,6 +3,9 @@
 ``PHOTON_LOG_FORMAT`` picks the line: ``console`` (key=value, the default) or
 ``json`` (one JSON object a line, for log shippers and for the chaos harness,
 which reads its apps' batch reports back).
+
+How it fails: an unknown level or format raises ``ValueError`` naming the ones
+there are, before anything is logged.
 """
 
 from __future__ import annotations

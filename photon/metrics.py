@@ -1,6 +1,8 @@
 """Prometheus metrics shared by every Photon process.
 
 Counters only grow; labels stay low-cardinality (DC, stream, reason).
+Nothing here can fail a join: a process that serves no metrics endpoint still
+counts, and nobody reads the counts.
 """
 
 from __future__ import annotations

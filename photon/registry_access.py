@@ -1,4 +1,9 @@
-"""Open the IdRegistry the settings describe: hosts, root, limits, credentials."""
+"""Open the IdRegistry the settings describe: hosts, root, limits, credentials.
+
+How it fails: no node answering within ``zookeeper.connect_timeout_s`` raises
+:class:`registry.RegistryUnavailableError`, whose message says which hosts were
+tried and what to check.
+"""
 
 from __future__ import annotations
 

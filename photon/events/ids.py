@@ -3,6 +3,9 @@
 The canonical parser lives in :mod:`registry.ids`, because the IdRegistry
 (which imports nothing of ours) must validate ids before it writes them;
 this module is the name the rest of ``photon`` uses.
+
+How it fails: an id not in canonical ``<ipv4>:<pid>:<ts_us>`` form raises
+:class:`InvalidEventIdError` (a ``ValueError``) naming the part that is wrong.
 """
 
 from registry.ids import (

@@ -10,7 +10,9 @@ every click of the run ended):
 * ``unexpected``: clicks joined that were not expected;
 * ``wrong_query``: joined rows whose query is not the expected one.
 
-Pure: the callers read the output and say what was expected.
+Pure: the callers read the output and say what was expected. Nothing here
+raises; a row without ``click_id``, ``query_id`` or ``dc`` is the caller's bug
+(``KeyError``).
 """
 
 from __future__ import annotations

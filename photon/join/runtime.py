@@ -8,6 +8,10 @@ Local state of an app lives in ``<pipeline.state_root>/<dc>/<app>/``:
 ``attempt`` (the attempt's name, made once). The three belong together:
 delete them together or not at all — a new checkpoint with an old attempt
 name would reuse batch tokens.
+
+How it fails: a registry that does not answer, or an attempt recovery has
+fenced, raises from ``build_*``; what was opened by then is closed first, so a
+failed build holds nothing open.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 This is the reader and the decoder together, as the pipelines will use them;
 ``photon logs scan`` and the tests use it to check logs against a manifest.
-Bad lines never stop the scan: each becomes a quarantine record and a count.
+How it fails: bad lines never stop the scan: each becomes a quarantine record
+and a count; a DC with no logs scans as empty.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ A writer that is opened again on the same directory and name continues the
 newest file; it never rewrites bytes. A line that would take a non-empty file
 past ``max_bytes`` starts the next file instead (a single line longer than
 ``max_bytes`` still gets a file of its own).
+
+How it fails: a line with a newline in it, a bad log name or size raise
+``ValueError`` before anything is written; a short write raises ``OSError``
+(the disk is full): the line then has no newline, and readers skip it as torn.
 """
 
 from __future__ import annotations
