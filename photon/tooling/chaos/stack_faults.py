@@ -167,7 +167,7 @@ def restart(
     restarted_at = since()
     bring_up(stack)
     return FaultRecord(
-        kind or f"{service}restart",
+        kind or f"{service}_restart",
         service,
         ended_s=since(),
         affects=affects,
