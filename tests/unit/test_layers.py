@@ -92,7 +92,6 @@ def violations(module: str, source: str) -> list[str]:
             name
             for name in named_modules(source)
             if any(_within(name, banned) for banned in FORBIDDEN[layer])
-            and not (layer == "photon" and _within(name, "photon") and not _within(name, TOOLING))
         }
     )
 
