@@ -362,7 +362,7 @@ def _inject(
             settings, services, other, since
         ),
         "zombie_during_recovery": lambda: protocol_faults.zombie_during_recovery(
-            settings, services, clock, down, since, FAULTY_RUN_TIMEOUT_S
+            settings, services, clock, down, other, since, FAULTY_RUN_TIMEOUT_S
         ),
     }
     for n, dc in enumerate((down, other, down, other), start=1):

@@ -13,9 +13,10 @@ really hit what it aims at:
   is appended and starts; thawed, it still holds the old config;
 * :func:`zombie_during_recovery` — a DC's joiner stops itself right after a
   registry commit that won ids, before writing them; its attempt is replaced
-  (driver killed, state lost) while the stopped worker stays; at the end of
-  the run recovery fences that attempt and takes its ids over, and only then
-  :func:`resume_zombie` wakes the worker up;
+  (driver killed, state lost) while the stopped worker stays; the other DC's
+  joiner is frozen until it stopped, so that it wins a click however fast the
+  machine is; at the end of the run recovery fences that attempt and takes its
+  ids over, and only then :func:`resume_zombie` wakes the worker up;
 * :func:`gc_during_catch_up` — after recovery, a DC's joiner starts afresh (a
   new attempt replays its click logs from their start) and GC moves every
   shard's boundary to the middle of the stream while it replays;
@@ -184,11 +185,19 @@ def zombie_during_recovery(
     services: ServiceManager,
     clock: StreamClock,
     dc: str,
+    rival: str,
     since: Callable[[], float],
     timeout_s: float,
 ) -> FaultRecord:
     """Make ``dc``'s joiner a zombie: stopped between a winning commit and its write,
-    its attempt replaced. :func:`resume_zombie` wakes it once recovery ran."""
+    its attempt replaced. :func:`resume_zombie` wakes it once recovery ran.
+
+    To win a click, ``dc``'s joiner must commit it before ``rival``'s does, a race
+    that a loaded machine can hand to the rival for the rest of the stream. So the
+    rival's joiner is frozen (its whole process tree, as a stalled host is) from the
+    moment ``dc``'s streams again until ``dc``'s has won a click and stopped: the
+    fault strikes on its first new click, however the machine's speed splits the race.
+    """
     attempt = current_attempt(settings, dc)
     # The armed joiner starts again with the stream still to come.
     _hold_until_streaming(services, clock, dc, lambda: services.rearm(dc, JOINER, PAUSE_ENV))
@@ -198,14 +207,26 @@ def zombie_during_recovery(
         stopped[:] = [p for p in services.tree(dc, JOINER) if _status(p) == psutil.STATUS_STOPPED]
         return bool(stopped)
 
-    found = _wait(paused, timeout_s, 0.5)
+    frozen = [] if paused() else services.tree(rival, JOINER)
+    for process in frozen:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.suspend()
+    frozen_at = time.monotonic()
+    try:
+        found = _wait(paused, timeout_s, 0.5)
+    finally:
+        for process in frozen:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
+    rival_frozen_s = round(time.monotonic() - frozen_at, 1) if frozen else 0.0
     zombie = stopped[0] if found else None
     if zombie is not None:  # its driver, JVM and other workers go; the stopped one stays
         for process in services.tree(dc, JOINER):
             if process.pid != zombie.pid:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     process.kill()
-    code = services.await_crash(dc, JOINER, timeout_s)  # its state lost: a new attempt
+    # Its state lost: a new attempt. A joiner that never stopped is ended at once.
+    code = services.await_crash(dc, JOINER, timeout_s if zombie is not None else 0.0)
     return FaultRecord(
         "zombie_during_recovery",
         f"joiner[{dc}]",
@@ -216,6 +237,7 @@ def zombie_during_recovery(
             "pid": zombie.pid if zombie is not None else None,
             "attempt": attempt,
             "exit_code": code,
+            "rival_frozen_s": rival_frozen_s,
             # Its registered ids hold tokens "<dc>/<attempt>/<batch>": lost until recovery.
             "lost_tokens": f"{dc}/{attempt}/" if attempt else None,
         },

@@ -7,8 +7,11 @@ and leaves nothing half-started.
 
 from __future__ import annotations
 
+import random
 import socket
+import threading
 from collections.abc import Mapping
+from pathlib import Path
 
 from photon.errors import PhotonError
 
@@ -21,6 +24,10 @@ class PortInUseError(PhotonError, RuntimeError):
             "Stop whatever holds them, or choose other ports with PHOTON_STACK__* settings."
         )
         self.taken = dict(taken)
+
+
+class NoFreePortError(PhotonError, RuntimeError):
+    pass
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -49,8 +56,62 @@ def require_free(host: str, ports: Mapping[str, int]) -> None:
         raise PortInUseError(host, taken)
 
 
+#: The kernel hands out ports of this range to outgoing connections (bind(0) too).
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Below this are the ports that servers are commonly configured on.
+LOWEST_PICK = 20_000
+
+
+def _pick_range() -> range:
+    """Ports to pick from: below the ephemeral range, above :data:`LOWEST_PICK`."""
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768  # Linux's default
+    return range(LOWEST_PICK, max(LOWEST_PICK, ephemeral_low))
+
+
+class _PortPicker:
+    """Hands out ports in turn from a random start: a process never hands out one
+    port twice in a row, and two processes (test workers) start far apart."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next: int | None = None
+
+    def pick(self, count: int, host: str) -> list[int] | None:
+        ports = _pick_range()
+        if len(ports) < 1_000:  # a kernel configured otherwise: its own choice
+            return None
+        picked: list[int] = []
+        with self._lock:
+            if self._next is None:
+                self._next = random.randrange(len(ports))
+            for _ in range(len(ports)):
+                port = ports[self._next % len(ports)]
+                self._next += 1
+                if port_is_free(host, port):
+                    picked.append(port)
+                    if len(picked) == count:
+                        return picked
+        raise NoFreePortError(
+            f"no {count} free port(s) on {host} in {ports.start}-{ports.stop - 1}"
+        )
+
+
+_picker = _PortPicker()
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that were free a moment ago (for tests and ad-hoc stacks)."""
+    """``count`` distinct ports that were free a moment ago (for tests and ad-hoc stacks).
+
+    They are picked below the kernel's ephemeral range: a port picked there (as
+    ``bind(0)`` does) can be taken by any outgoing connection before the server
+    that was to listen on it binds it.
+    """
+    picked = _picker.pick(count, host)
+    if picked is not None:
+        return picked
     sockets = []
     try:
         for _ in range(count):

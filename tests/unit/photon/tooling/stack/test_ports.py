@@ -1,0 +1,50 @@
+"""Ports for tests and ad-hoc stacks are picked where no outgoing connection takes them."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from photon.tooling.stack import ports
+from photon.tooling.stack.ports import free_ports, port_is_free
+
+pytestmark = pytest.mark.unit
+
+
+def _ephemeral_low() -> int:
+    return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+
+
+def test_free_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
+    picked = free_ports(20)
+    assert len(set(picked)) == 20
+    assert all(ports.LOWEST_PICK <= port < _ephemeral_low() for port in picked)
+    assert all(port_is_free("127.0.0.1", port) for port in picked)
+
+
+def test_a_port_in_use_is_passed_over_and_none_is_handed_out_twice_in_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    picker = ports._PortPicker()
+    monkeypatch.setattr(ports, "_picker", picker)
+    first = free_ports(5)
+    assert picker._next is not None
+    upcoming = ports._pick_range()[picker._next % len(ports._pick_range())]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", upcoming))
+        listener.listen()
+        later = free_ports(200)
+    assert upcoming not in later
+    assert not set(first) & set(later)
+
+
+def test_a_kernel_whose_ephemeral_range_starts_low_gets_its_own_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("1024\t65535\n")
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", range_file)
+    [port] = free_ports(1)
+    assert port >= _ephemeral_low()  # the kernel's bind(0), from its real range
