@@ -24,10 +24,10 @@ from typing import Any
 import psutil
 import pytest
 
+from photon.tooling.stack.ports import free_ports
 from tests.conftest import stack_env
 from tests.e2e.helpers import PHOTON
 from tests.e2e.test_photon_command import run
-from tests.e2e.test_status import _free_run_of_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -89,7 +89,7 @@ def _running(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[
 
 @pytest.mark.timeout(900)
 def test_a_hung_joiner_fires_the_lag_alert_in_the_stacks_prometheus(tmp_path: Path) -> None:
-    base = _free_run_of_ports(2)
+    base = free_ports(2, consecutive=True)[0]
     env = stack_env(tmp_path) | {
         "PHOTON_DCS": "a",
         "PHOTON_PIPELINE__METRICS_BASE_PORT": str(base),  # Prometheus scrapes 2 apps there

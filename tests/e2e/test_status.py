@@ -25,7 +25,7 @@ import pytest
 
 from photon.tooling.observe.prom import Scrape, parse, scrape
 from photon.tooling.observe.recorder import read_records
-from photon.tooling.stack.ports import free_ports, port_is_free
+from photon.tooling.stack.ports import free_ports
 from tests.conftest import REPO
 from tests.e2e.helpers import PHOTON
 
@@ -34,14 +34,6 @@ pytestmark = pytest.mark.e2e
 GEN = [PHOTON, "--log-level", "warning", "gen", "--mode", "live"]
 RUN = [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b"]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-
-
-def _free_run_of_ports(count: int) -> int:
-    for _ in range(50):
-        [port] = free_ports(1)
-        if port + count <= 65535 and all(port_is_free("127.0.0.1", port + i) for i in range(count)):
-            return port
-    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def _metrics_text(port: int) -> str:
@@ -115,8 +107,8 @@ def dashboard_screen(env: dict[str, str], seconds: float) -> tuple[str, int]:
 def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    base = _free_run_of_ports(4)
-    ui_base = _free_run_of_ports(3)  # each DC's Spark UI; the third: not another's
+    base = free_ports(4, consecutive=True)[0]
+    ui_base = free_ports(3, consecutive=True)[0]  # each DC's Spark UI; the third: not another's
     recorded = tmp_path / "run"
     env = env | {
         "PHOTON_PIPELINE__METRICS_BASE_PORT": str(base),

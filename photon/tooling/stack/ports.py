@@ -79,7 +79,7 @@ class _PortPicker:
         self._lock = threading.Lock()
         self._next: int | None = None
 
-    def pick(self, count: int, host: str) -> list[int] | None:
+    def pick(self, count: int, host: str, consecutive: bool) -> list[int] | None:
         ports = _pick_range()
         if len(ports) < 1_000:  # a kernel configured otherwise: its own choice
             return None
@@ -90,7 +90,10 @@ class _PortPicker:
             for _ in range(len(ports)):
                 port = ports[self._next % len(ports)]
                 self._next += 1
-                if port_is_free(host, port):
+                free = port_is_free(host, port)
+                if consecutive and (not free or (picked and port != picked[-1] + 1)):
+                    picked = []  # a run starts again
+                if free:
                     picked.append(port)
                     if len(picked) == count:
                         return picked
@@ -102,16 +105,29 @@ class _PortPicker:
 _picker = _PortPicker()
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that were free a moment ago (for tests and ad-hoc stacks).
+def free_ports(count: int, host: str = "127.0.0.1", consecutive: bool = False) -> list[int]:
+    """``count`` distinct ports that were free a moment ago (for tests and ad-hoc stacks);
+    ``consecutive``: a run of them, for settings that take a base port.
 
     They are picked below the kernel's ephemeral range: a port picked there (as
     ``bind(0)`` does) can be taken by any outgoing connection before the server
     that was to listen on it binds it.
     """
-    picked = _picker.pick(count, host)
+    picked = _picker.pick(count, host, consecutive)
     if picked is not None:
         return picked
+    for _ in range(50):
+        ports = _kernel_choice(count, host)
+        if not consecutive:
+            return ports
+        base = ports[0]
+        run = list(range(base, base + count))
+        if run[-1] <= 65_535 and all(port_is_free(host, port) for port in run):
+            return run
+    raise NoFreePortError(f"no {count} consecutive free ports on {host}")
+
+
+def _kernel_choice(count: int, host: str) -> list[int]:
     sockets = []
     try:
         for _ in range(count):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from email import message_from_bytes
 from email.message import Message
@@ -14,6 +13,7 @@ from aiosmtpd.controller import Controller
 
 from photon.settings import AlertSettings
 from photon.tooling.stack.airflow import smtp_connection
+from photon.tooling.stack.ports import free_ports
 from tests.conftest import RunDag
 from tests.integration.dags.conftest import task_states
 from tests.integration.ops_pipelines import OpsPhoton
@@ -34,9 +34,7 @@ class _Sink:
 
 @pytest.fixture
 def smtp_sink() -> Iterator[tuple[_Sink, int]]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    [port] = free_ports(1)
     sink = _Sink()
     controller = Controller(sink, hostname="127.0.0.1", port=port)
     controller.start()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from photon.tooling.observe.status import RegistryProbe, _cache_status
 from photon.tooling.stack.manager import LocalStack
+from photon.tooling.stack.ports import free_ports
 from tests.conftest import settings_from_env
 
 pytestmark = pytest.mark.integration
@@ -27,9 +26,7 @@ def test_the_registry_is_read_over_one_session_for_every_snapshot(
 
 
 def test_a_cache_that_does_not_answer_is_named_as_redis(stack_environment: dict[str, str]) -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    [port] = free_ports(1)  # nothing listens there
     settings = settings_from_env(
         {**stack_environment, "PHOTON_REDIS__URL": f"redis://user:secret@127.0.0.1:{port}/0"}
     )

@@ -48,3 +48,20 @@ def test_a_kernel_whose_ephemeral_range_starts_low_gets_its_own_choice(
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", range_file)
     [port] = free_ports(1)
     assert port >= _ephemeral_low()  # the kernel's bind(0), from its real range
+
+
+def test_a_consecutive_run_skips_a_port_in_use_and_overlaps_no_other_pick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    picker = ports._PortPicker()
+    monkeypatch.setattr(ports, "_picker", picker)
+    metrics = free_ports(4, consecutive=True)
+    assert picker._next is not None
+    upcoming = ports._pick_range()[(picker._next + 1) % len(ports._pick_range())]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", upcoming))
+        listener.listen()
+        ui = free_ports(3, consecutive=True)
+    assert metrics == list(range(metrics[0], metrics[0] + 4))
+    assert ui == list(range(ui[0], ui[0] + 3))
+    assert upcoming not in ui and not set(metrics) & set(ui)
