@@ -389,7 +389,7 @@ def _inject(
         crash_thread.join()
         steps.append(
             protocol_faults.replay_at_every_step(
-                services, clock, other, since, FAULTY_RUN_TIMEOUT_S
+                services, clock, other, down, since, FAULTY_RUN_TIMEOUT_S
             )
         )
 

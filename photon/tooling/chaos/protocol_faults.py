@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,10 +85,62 @@ def _wait(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.25)
     return True
 
 
+class FrozenJoiner:
+    """A DC's joiner frozen (SIGSTOP) as a stalled host is: its whole process tree,
+    and every process the tree starts meanwhile. Thawed (SIGCONT) on exit.
+
+    The faults whose armed joiner must win a click to strike freeze the other
+    DC's joiner meanwhile: on a loaded machine the other could otherwise win
+    every click for the rest of the stream. Two faults may freeze one joiner at
+    once: each keeps it frozen for as long as it lasts.
+    """
+
+    def __init__(self, services: ServiceManager, dc: str, recheck_s: float = 0.5) -> None:
+        self._services, self._dc, self._recheck_s = services, dc, recheck_s
+        self._frozen: dict[int, psutil.Process] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._keep_frozen, name=f"freeze {dc}", daemon=True)
+        self.since = 0.0  # time.monotonic() when it froze
+        self.frozen_s = 0.0
+
+    @property
+    def processes(self) -> int:
+        """How many processes it froze."""
+        return len(self._frozen)
+
+    def __enter__(self) -> FrozenJoiner:
+        self.since = time.monotonic()
+        self._freeze()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()
+        for process in self._frozen.values():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
+        self.frozen_s = round(time.monotonic() - self.since, 1)
+
+    def _keep_frozen(self) -> None:
+        while not self._done.wait(self._recheck_s):
+            self._freeze()
+
+    def _freeze(self) -> None:
+        # Also what another fault's freeze, ending first, thawed: each keeps the tree
+        # frozen for as long as it lasts.
+        for process in self._services.tree(self._dc, JOINER):
+            if _status(process) not in (psutil.STATUS_STOPPED, None):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.suspend()
+            self._frozen.setdefault(process.pid, process)
+
+
 def replay_at_every_step(
     services: ServiceManager,
     clock: StreamClock,
     dc: str,
+    rival: str,
     since: Callable[[], float],
     timeout_s: float,
 ) -> FaultRecord:
@@ -98,13 +151,17 @@ def replay_at_every_step(
     with the next step, which first replays the crashed batch; the last is
     followed by a run with no fault, which replays the batch to its end.
     While the joiner starts again the stream is held, so every step strikes
-    with the stream flowing behind it.
+    with the stream flowing behind it. ``rival``'s joiner is frozen until then
+    (:class:`FrozenJoiner`): the steps from ``registered`` on need a batch that
+    wins ids, and this way the crashed batch's own clicks are left for its replay
+    to win, however slow the machine.
     """
     exits: dict[str, int | None] = {}
-    for n, step in enumerate(STEPS):
-        then = step_env(STEPS[n + 1]) if n + 1 < len(STEPS) else None
-        exits[step] = services.await_exit(dc, JOINER, timeout_s, then=then)
-        _hold_until_streaming(services, clock, dc)
+    with FrozenJoiner(services, rival) as frozen:
+        for n, step in enumerate(STEPS):
+            then = step_env(STEPS[n + 1]) if n + 1 < len(STEPS) else None
+            exits[step] = services.await_exit(dc, JOINER, timeout_s, then=then)
+            _hold_until_streaming(services, clock, dc)
     crashed = [step for step, code in exits.items() if code in _CRASHED]
     return FaultRecord(
         "replay_at_every_step",
@@ -112,7 +169,7 @@ def replay_at_every_step(
         ended_s=since(),
         affects=[dc],
         struck=len(crashed) == len(STEPS),
-        detail={"exit_codes": exits, "crashed_at": crashed},
+        detail={"exit_codes": exits, "crashed_at": crashed, "rival_frozen_s": frozen.frozen_s},
     )
 
 
@@ -143,24 +200,16 @@ def stale_epoch_partition(
     member = f"{JOINER}-{attempt}"
     with connect_registry(settings) as registry:
         announced = member in registry.members()
-    for process in processes:
-        process.suspend()
-    frozen_at = time.monotonic()
-    try:
-        with connect_registry(settings) as registry:
-            longest_s = 3 * settings.zookeeper.session_timeout_s + 10
-            session_ended = announced and _wait(lambda: member not in registry.members(), longest_s)
-            session_s = round(time.monotonic() - frozen_at, 1)
-            before = registry.sharding()
-            after = registry.append_epoch(
-                before.epochs[-1].shards + 1, max_skew_s=settings.shards.max_clock_skew_s
-            )
-            start_us = after.epochs[-1].start_us
-            started = _wait(lambda: registry.zk_now_us() > start_us + _US, 120.0, 0.5)
-    finally:
-        for process in processes:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.resume()
+    with FrozenJoiner(services, dc) as frozen, connect_registry(settings) as registry:
+        longest_s = 3 * settings.zookeeper.session_timeout_s + 10
+        session_ended = announced and _wait(lambda: member not in registry.members(), longest_s)
+        session_s = round(time.monotonic() - frozen.since, 1)
+        before = registry.sharding()
+        after = registry.append_epoch(
+            before.epochs[-1].shards + 1, max_skew_s=settings.shards.max_clock_skew_s
+        )
+        start_us = after.epochs[-1].start_us
+        started = _wait(lambda: registry.zk_now_us() > start_us + _US, 120.0, 0.5)
     return FaultRecord(
         "stale_epoch_partition",
         f"joiner[{dc}]",
@@ -168,7 +217,7 @@ def stale_epoch_partition(
         affects=[dc],
         struck=session_ended and started,
         detail={
-            "frozen_processes": len(processes),
+            "frozen_processes": frozen.processes,
             "announced": announced,
             "session_ended": session_ended,
             "session_ended_after_s": session_s,
@@ -194,9 +243,9 @@ def zombie_during_recovery(
 
     To win a click, ``dc``'s joiner must commit it before ``rival``'s does, a race
     that a loaded machine can hand to the rival for the rest of the stream. So the
-    rival's joiner is frozen (its whole process tree, as a stalled host is) from the
-    moment ``dc``'s streams again until ``dc``'s has won a click and stopped: the
-    fault strikes on its first new click, however the machine's speed splits the race.
+    rival's joiner is frozen (:class:`FrozenJoiner`) from the moment ``dc``'s streams
+    again until ``dc``'s has won a click and stopped: the fault strikes on its first
+    new click, however the machine's speed splits the race.
     """
     attempt = current_attempt(settings, dc)
     # The armed joiner starts again with the stream still to come.
@@ -207,18 +256,12 @@ def zombie_during_recovery(
         stopped[:] = [p for p in services.tree(dc, JOINER) if _status(p) == psutil.STATUS_STOPPED]
         return bool(stopped)
 
-    frozen = [] if paused() else services.tree(rival, JOINER)
-    for process in frozen:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.suspend()
-    frozen_at = time.monotonic()
-    try:
-        found = _wait(paused, timeout_s, 0.5)
-    finally:
-        for process in frozen:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.resume()
-    rival_frozen_s = round(time.monotonic() - frozen_at, 1) if frozen else 0.0
+    if paused():
+        found, rival_frozen_s = True, 0.0
+    else:
+        with FrozenJoiner(services, rival) as frozen:
+            found = _wait(paused, timeout_s, 0.5)
+        rival_frozen_s = frozen.frozen_s
     zombie = stopped[0] if found else None
     if zombie is not None:  # its driver, JVM and other workers go; the stopped one stays
         for process in services.tree(dc, JOINER):
