@@ -193,8 +193,7 @@ def stale_epoch_partition(
 ) -> FaultRecord:
     """Freeze ``dc``'s joiner past its session; append an epoch that starts meanwhile."""
     attempt = current_attempt(settings, dc)
-    processes = services.tree(dc, JOINER)
-    if not processes or attempt is None:
+    if not services.tree(dc, JOINER) or attempt is None:
         return FaultRecord("stale_epoch_partition", f"joiner[{dc}]", struck=False,
                            detail={"why": "no joiner running"})  # fmt: skip
     member = f"{JOINER}-{attempt}"
@@ -256,12 +255,8 @@ def zombie_during_recovery(
         stopped[:] = [p for p in services.tree(dc, JOINER) if _status(p) == psutil.STATUS_STOPPED]
         return bool(stopped)
 
-    if paused():
-        found, rival_frozen_s = True, 0.0
-    else:
-        with FrozenJoiner(services, rival) as frozen:
-            found = _wait(paused, timeout_s, 0.5)
-        rival_frozen_s = frozen.frozen_s
+    with FrozenJoiner(services, rival) as frozen:  # thawed at once if it stopped already
+        found = _wait(paused, timeout_s, 0.5)
     zombie = stopped[0] if found else None
     if zombie is not None:  # its driver, JVM and other workers go; the stopped one stays
         for process in services.tree(dc, JOINER):
@@ -280,7 +275,7 @@ def zombie_during_recovery(
             "pid": zombie.pid if zombie is not None else None,
             "attempt": attempt,
             "exit_code": code,
-            "rival_frozen_s": rival_frozen_s,
+            "rival_frozen_s": frozen.frozen_s,
             # Its registered ids hold tokens "<dc>/<attempt>/<batch>": lost until recovery.
             "lost_tokens": f"{dc}/{attempt}/" if attempt else None,
         },
