@@ -31,6 +31,11 @@ the click as the DC's input (a recovery log file in its click logs), which
 its joiner reads and joins again.
 Ids whose batch is still open are left: the batch's replay writes them.
 
+Run it too when `photon_verify` lists **unjoinable clicks whose query is in
+the logs now** (it came after they were given up on) or **joined all the
+same**: it re-injects the first into a DC whose query logs hold the query,
+and marks the unjoinable records of both superseded.
+
 Every field may be left as it opens: the window is then the hour ending
 two minutes ago, each click goes back to the DC that registered it, and it
 is a dry run. Start with *Dry run* on (the default): the log lists what

@@ -9,7 +9,10 @@ and event hour.
 * ``too_old/dc=<dc>/hour=<hour>/<attempt>/<batch>.parquet``: clicks below
   their shard's GC boundary;
 * ``quarantine/dc=<dc>/stream=<s>/<attempt>/<batch>.parquet``: lines that
-  could not be used, with file, offset, reason and the raw bytes.
+  could not be used, with file, offset, reason and the raw bytes;
+* ``superseded/dc=<dc>/hour=<hour>/<run>.parquet``: written by recovery, not by
+  a pipeline: marks on DC ``<dc>``'s unjoinable records of clicks whose query
+  came after all, each re-injected or found joined (photon.ops.supersede).
 
 ``<hour>`` is the UTC hour of the click's own time (the timestamp in its id),
 ``2026-11-26T01``: a batch's clicks of two hours go to two objects, and an
@@ -72,6 +75,17 @@ UNJOINABLE = pa.schema(
         ("raw", pa.string()),
     ]
 )
+SUPERSEDED = pa.schema(
+    [
+        ("click_id", pa.string()),
+        ("query_id", pa.string()),
+        ("dc", pa.string()),  # the DC whose unjoinable record it supersedes
+        ("into_dc", pa.string()),  # the DC it was re-injected into ("": found joined)
+        ("superseded_at_us", pa.int64()),
+        ("run", pa.string()),
+        ("action", pa.string()),  # "reinjected" or "joined"
+    ]
+)
 QUARANTINE = pa.schema(
     [
         ("dc", pa.string()),
@@ -87,8 +101,12 @@ QUARANTINE = pa.schema(
 
 #: The kinds of click output, each laid out by DC and event hour.
 CLICK_KINDS = ("joined", "unjoinable", "too_old")
-#: Every kind of output, clicks' and quarantined lines'.
+#: Every kind of output a pipeline writes, clicks' and quarantined lines'.
 OUTPUT_KINDS = (*CLICK_KINDS, "quarantine")
+#: Recovery's marks on unjoinable records, laid out like the clicks.
+SUPERSEDED_KIND = "superseded"
+#: The kinds laid out by DC and event hour, so that a window reads its own objects only.
+WINDOWED_KINDS = (*CLICK_KINDS, SUPERSEDED_KIND)
 HOUR_US = 3600 * 1_000_000
 #: How an event hour is named in the keys (UTC): ``2026-11-26T01``.
 HOUR_FORMAT = "%Y-%m-%dT%H"
@@ -96,8 +114,9 @@ HOUR_FORMAT = "%Y-%m-%dT%H"
 
 def output_prefix(kind: str, dc: str | None = None) -> str:
     """Where all output of a kind is (``joined/``), or one DC's (``joined/dc=a/``)."""
-    if kind not in OUTPUT_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(OUTPUT_KINDS)}, not {kind!r}")
+    if kind not in (*OUTPUT_KINDS, SUPERSEDED_KIND):
+        known = ", ".join((*OUTPUT_KINDS, SUPERSEDED_KIND))
+        raise ValueError(f"kind must be one of {known}, not {kind!r}")
     return f"{kind}/" if dc is None else f"{kind}/dc={dc}/"
 
 
@@ -126,11 +145,15 @@ def unjoinable_key(dc: str, attempt: str, batch: str, hour: str, *, too_old: boo
     return f"{output_prefix(kind, dc)}hour={hour}/{attempt}/{batch}.parquet"
 
 
+def superseded_key(dc: str, hour: str, run: str) -> str:
+    return f"{output_prefix(SUPERSEDED_KIND, dc)}hour={hour}/{run}.parquet"
+
+
 def window_prefixes(store: ObjectStore, kind: str, start_us: int, end_us: int) -> list[str]:
     """The prefixes under which ``kind``'s objects of clicks in the window are: one per
     DC that ever wrote (listed, so a DC no longer configured is not forgotten) and hour."""
-    if kind not in CLICK_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(CLICK_KINDS)}, not {kind!r}")
+    if kind not in WINDOWED_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(WINDOWED_KINDS)}, not {kind!r}")
     hours = hours_between(start_us, end_us)
     return [f"{dc}hour={hour}/" for dc in store.folders(output_prefix(kind)) for hour in hours]
 

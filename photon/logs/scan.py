@@ -86,11 +86,34 @@ def decoded_clicks(
     directory: Path, *, pattern: str = "*.log"
 ) -> Iterator[tuple[LogLine, ClickEvent]]:
     """Every decodable click line of a click log directory, with its line (bad ones skipped)."""
+    for line, event in _decoded(directory, Stream.CLICKS, pattern):
+        assert isinstance(event, ClickEvent)
+        yield line, event
+
+
+def query_ids_in(directory: Path, wanted: set[str]) -> set[str]:
+    """Which of the query ids ``wanted`` have a decodable line in a query log directory."""
+    found: set[str] = set()
+    if not wanted:
+        return found
+    for _, event in _decoded(directory, Stream.QUERIES, "*.log"):
+        assert isinstance(event, QueryEvent)
+        query_id = str(event.query_id)
+        if query_id in wanted:
+            found.add(query_id)
+            if len(found) == len(wanted):
+                break
+    return found
+
+
+def _decoded(
+    directory: Path, stream: Stream, pattern: str
+) -> Iterator[tuple[LogLine, ClickEvent | QueryEvent]]:
     reader = GrowingLogReader(directory, pattern=pattern)
     offsets: dict[str, int] = {}
     while (read := reader.read(offsets, max_bytes=_SLICE_BYTES)).lines:
         for line in read.lines:
-            event = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
-            if isinstance(event, ClickEvent):
+            event = decode_line(stream, line.file, line.offset, line.raw)
+            if isinstance(event, ClickEvent | QueryEvent):
                 yield line, event
         offsets = read.offsets

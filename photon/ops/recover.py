@@ -46,6 +46,10 @@ dead token, then the lines of the ids deleted are written whole to
 removed. A joiner reading the click before its id was deleted would drop it
 as already joined; it cannot, the line is not there yet.
 
+Then it supersedes the window's unjoinable records that no longer hold: clicks
+whose query came after they were given up on are re-injected the same way,
+and those joined all the same are marked (:mod:`photon.ops.supersede`).
+
 How it fails: a crash before the journal changes nothing; between the
 journal and the log file, the next run finishes the journal — it re-injects
 each of its clicks that is registered by nobody and in no output — before
@@ -74,7 +78,9 @@ from photon.localfiles import write_whole
 from photon.logs.scan import decoded_clicks
 from photon.ops.landed import hours_window
 from photon.ops.params import Window
-from photon.ops.verify import ids_in_window
+from photon.ops.supersede import supersede
+from photon.ops.verify import pending_retries
+from photon.ops.window_output import ids_in_window
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry, LookupResult
@@ -135,6 +141,13 @@ class RecoveryReport:
     written_meanwhile: int = 0
     by_dc: dict[str, int] = field(default_factory=dict)
     why: dict[str, int] = field(default_factory=dict)
+    #: Unjoinable clicks whose query is in a DC's logs now, and those joined all the same
+    #: (photon.ops.supersede); how many of the first were re-injected, and how many
+    #: records of both were marked superseded.
+    late_queries: int = 0
+    joined_and_unjoinable: int = 0
+    late_reinjected: int = 0
+    superseded: int = 0
     actions: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -279,7 +292,7 @@ def recover(
         if not ready:
             continue
         directory = settings.dc_logs(target) / Stream.CLICKS.value
-        name = f"{RECOVERY_PREFIX}{run or time.strftime('%Y%m%dT%H%M%S')}-{now:d}"
+        name = name_of(run, now)
         journal = _write_whole(
             directory / f"{name}{JOURNAL_SUFFIX}", (clicks[i.click_id].raw for i in ready)
         )
@@ -297,8 +310,43 @@ def recover(
         journal.unlink()
         report.deleted += len(deleted)
         report.reinjected += len(deleted)
+    _supersede(settings, store, window, registered, joined, report, dc=dc, name=name_of(run, now))
     log.info("ops.recover", **{k: v for k, v in report.to_dict().items() if k != "actions"})
     return report
+
+
+def name_of(run: str | None, now_us: int) -> str:
+    """The name of a run's recovery logs: ``recovery-<run>-<now>`` (unique per try)."""
+    return f"{RECOVERY_PREFIX}{run or time.strftime('%Y%m%dT%H%M%S')}-{now_us:d}"
+
+
+def _supersede(
+    settings: PhotonSettings,
+    store: ObjectStore,
+    window: Window,
+    registered: dict[str, str],
+    joined: set[str],
+    report: RecoveryReport,
+    *,
+    dc: str | None,
+    name: str,
+) -> None:
+    """Re-inject the window's unjoinable clicks whose query came after all; mark their
+    records, and those of unjoinable clicks joined all the same, superseded. A click a
+    joiner holds (registered, or waiting in a retry store) is left to it."""
+    outcome = supersede(
+        settings, store, window,
+        joined=joined | ids_in_window(store, "joined", window),  # and what joined since
+        busy=set(registered) | pending_retries(settings),
+        dc=dc, dry_run=report.dry_run, name=name,
+        now_us=time.time_ns() // 1000,
+    )  # fmt: skip
+    report.late_queries = outcome.late_queries
+    report.joined_and_unjoinable = outcome.joined_and_unjoinable
+    report.late_reinjected = outcome.reinjected
+    report.superseded = outcome.marked
+    report.recovery_logs += outcome.recovery_logs
+    report.actions += outcome.actions
 
 
 def _fence(

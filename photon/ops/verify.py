@@ -39,25 +39,18 @@ from typing import Any
 from photon.events.records import Stream
 from photon.extras import require
 from photon.join.accounting import count_joins
-from photon.join.output import click_ids_in, window_prefixes
 from photon.join.retry import RetryStore
 from photon.logs.reader import GrowingLogReader
 from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
+from photon.ops.supersede import UnjoinableRecord, late_clicks, unjoinable_state
+from photon.ops.window_output import ids_in_window, in_window, ts_us, window_keys
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import EventId, IdRegistry
 
 ID_PATTERN = r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}:\d+:\d+$"
 REQUIRED = ("click_id", "query_id", "dc", "joined_at_us")
-
-
-def _ts_us(event_id: str) -> int:
-    return int(event_id.rsplit(":", 1)[1])
-
-
-def in_window(event_id: str, window: Window) -> bool:
-    return window.start_us <= _ts_us(event_id) < window.end_us
 
 
 # -- inputs ---------------------------------------------------------------------------
@@ -92,28 +85,20 @@ def input_clicks(files: Iterable[Path], window: Window) -> dict[str, str]:
 @dataclass
 class Outputs:
     joined: list[dict[str, Any]]  # rows of clicks in the window, every DC
-    unjoinable: set[str]
+    unjoinable: set[str]  # whose newest unjoinable record stands (photon.ops.supersede)
     too_old: set[str]
     #: click_id -> the keys of the joined objects holding it (a duplicate: more than one)
     joined_in: dict[str, list[str]] = field(default_factory=dict)
-
-
-def window_keys(store: ObjectStore, kind: str, window: Window) -> list[str]:
-    """The keys of ``kind``'s objects that can hold clicks of the window: those under the
-    window's event hours only (photon.join.output), however much output there is."""
-    prefixes = window_prefixes(store, kind, window.start_us, window.end_us)
-    return [key for prefix in prefixes for key in store.keys(prefix)]
-
-
-def ids_in_window(store: ObjectStore, kind: str, window: Window) -> set[str]:
-    """The ids of ``kind``'s clicks in the window, read from the window's objects only."""
-    ids = click_ids_in(store, window_keys(store, kind, window))
-    return {click for click in ids if in_window(click, window)}
+    #: whose every unjoinable record recovery superseded: joinable after all
+    superseded: set[str] = field(default_factory=set)
+    #: the standing records of ``unjoinable``, by click
+    records: dict[str, UnjoinableRecord] = field(default_factory=dict)
 
 
 def read_outputs(store: ObjectStore, window: Window) -> Outputs:
-    """The window's joined rows (with the keys of the objects holding each click) and the
-    ids of its unjoinable and too-old clicks, read from the window's objects only."""
+    """The window's joined rows (with the keys of the objects holding each click), its
+    standing and superseded unjoinable records and the ids of its too-old clicks, read
+    from the window's objects only."""
 
     joined: list[dict[str, Any]] = []
     joined_in: dict[str, list[str]] = {}
@@ -122,9 +107,10 @@ def read_outputs(store: ObjectStore, window: Window) -> Outputs:
         if in_window(row["click_id"], window):
             joined.append(row)
             joined_in.setdefault(row["click_id"], []).append(key)
+    state = unjoinable_state(store, window)
     return Outputs(
-        joined, ids_in_window(store, "unjoinable", window), ids_in_window(store, "too_old", window),
-        joined_in,
+        joined, set(state.current), ids_in_window(store, "too_old", window), joined_in,
+        superseded=state.superseded, records=state.current,
     )  # fmt: skip
 
 
@@ -162,8 +148,17 @@ class Completeness:
     wrong_query: int
     registered: int
     complete_pct: float
+    #: given up on (a standing unjoinable record), but their query is in a DC's logs now
+    unjoinable_with_query: int = 0
+    #: a standing unjoinable record, and joined all the same (by another DC, or later)
+    joined_and_unjoinable: int = 0
+    #: unjoinable records recovery superseded (joinable after all: counted as joinable)
+    superseded: int = 0
     missing_sample: list[str] = field(default_factory=list)
     lost_sample: list[str] = field(default_factory=list)
+    #: the first of each: recovery re-injects the first and marks both superseded
+    unjoinable_with_query_sample: list[str] = field(default_factory=list)
+    joined_and_unjoinable_sample: list[str] = field(default_factory=list)
     #: each duplicated click_id with the object keys that hold it, for on-call to look at
     duplicate_sample: list[dict[str, Any]] = field(default_factory=list)
 
@@ -171,7 +166,12 @@ class Completeness:
     def complete(self) -> bool:
         # Pending clicks (their query may still come) are reported, not failed:
         # the window's newest clicks would otherwise raise false alarms.
-        return self.missing == 0 and self.lost == 0
+        return (
+            self.missing == 0
+            and self.lost == 0
+            and self.unjoinable_with_query == 0
+            and self.joined_and_unjoinable == 0
+        )
 
 
 def completeness(
@@ -180,13 +180,19 @@ def completeness(
     registered: dict[str, str],
     pending: set[str],
     sample: int = 20,
+    *,
+    with_query: Iterable[str] = (),
 ) -> Completeness:
+    """``with_query``: the unjoinable clicks whose query is in a DC's logs now
+    (:func:`photon.ops.supersede.late_clicks`); a superseded click is joinable."""
     settled = outputs.unjoinable | outputs.too_old
     count = count_joins(outputs.joined, inputs, settled=settled | pending)
     joined = {r["click_id"] for r in outputs.joined}
     lost = sorted(set(registered) - joined - settled)
     joinable = set(inputs) - settled
     done = len(joinable & joined)
+    late = sorted(set(with_query) - joined)
+    both = sorted(outputs.unjoinable & joined)
     return Completeness(
         input_clicks=len(inputs),
         joined=count.joined,
@@ -201,8 +207,13 @@ def completeness(
         wrong_query=count.wrong_query,
         registered=len(registered),
         complete_pct=100.0 if not joinable else round(100.0 * done / len(joinable), 4),
+        unjoinable_with_query=len(late),
+        joined_and_unjoinable=len(both),
+        superseded=len(outputs.superseded),
         missing_sample=count.missing_ids[:sample],
         lost_sample=lost[:sample],
+        unjoinable_with_query_sample=late[:sample],
+        joined_and_unjoinable_sample=both[:sample],
         duplicate_sample=[
             {"click_id": click, "objects": sorted(outputs.joined_in.get(click, []))}
             for click in count.duplicated_ids[:sample]
@@ -230,7 +241,7 @@ def joined_frame(rows: list[dict[str, Any]], inputs: dict[str, str]) -> Any:
     frame = pd.DataFrame(
         rows, columns=[*REQUIRED, *sorted({k for r in rows for k in r} - set(REQUIRED))]
     )
-    click_ts = frame["click_id"].map(lambda c: _ts_us(c) if isinstance(c, str) else None)
+    click_ts = frame["click_id"].map(lambda c: ts_us(c) if isinstance(c, str) else None)
     frame["latency_s"] = (frame["joined_at_us"] - click_ts) / 1e6
     frame["query_id_matches_input"] = [
         c not in inputs or inputs[c] == q
@@ -363,6 +374,14 @@ class VerifyReport:
         ]
         c = self.completeness
         failed += [f"{n} {what}" for n, what in ((c.missing, "missing"), (c.lost, "lost")) if n]
+        failed += [
+            f"{n} unjoinable {what}: photon_recover settles them"
+            for n, what in (
+                (c.unjoinable_with_query, "whose query is in the logs now"),
+                (c.joined_and_unjoinable, "and joined all the same"),
+            )
+            if n
+        ]
         if c.duplicate_sample:
             first = c.duplicate_sample[0]
             failed.append(
@@ -510,7 +529,8 @@ def verify(
     outputs = read_outputs(store, window)
     if inputs is None:
         inputs = input_clicks(click_files(settings), window)
-    result = completeness(inputs, outputs, registered, pending)
+    late = late_clicks(settings, outputs.records, {r["click_id"] for r in outputs.joined})
+    result = completeness(inputs, outputs, registered, pending, with_query=late.with_query)
     with tempfile.TemporaryDirectory(prefix="photon-data-docs-") as docs:
         outcomes = run_expectations(
             joined_frame(outputs.joined, inputs),

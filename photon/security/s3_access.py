@@ -12,7 +12,8 @@ Each service gets exactly what its code does to the bucket (keys from
   query lines; reads its DC's map.
 * ``verifier`` reads everything and writes only its reports (``reports/verify/``).
 * ``operations`` (Airflow's compaction and recovery) reads everything, writes
-  and deletes the log-file map, writes ``reports/``.
+  and deletes the log-file map, writes ``reports/`` and recovery's marks on
+  superseded unjoinable records (``superseded/``).
 
 Every service may list the bucket: ``ListBucket`` is a bucket-wide action whose
 prefix condition (``s3:prefix``) not every S3 endpoint evaluates (moto does
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from photon.apps import JOINER, QUERY_READER
-from photon.join.output import OUTPUT_KINDS, output_prefix
+from photon.join.output import OUTPUT_KINDS, SUPERSEDED_KIND, output_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,11 @@ def policy(service: str, bucket: str, dcs: list[str]) -> dict[str, Any]:
                 "MaintainMap", ["s3:PutObject", "s3:DeleteObject"], _objects(bucket, ["logmap/"])
             ),
             _statement("WriteReports", ["s3:PutObject"], _objects(bucket, ["reports/"])),
+            _statement(
+                "MarkSuperseded",
+                ["s3:PutObject"],
+                _objects(bucket, [output_prefix(SUPERSEDED_KIND)]),
+            ),
         ]
     return {"Version": "2012-10-17", "Statement": statements}
 

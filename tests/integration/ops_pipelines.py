@@ -127,6 +127,18 @@ class OpsPhoton:
         self.drain(dc)
         return lines
 
+    def read_queries(self, dc: str, pattern: str) -> int:
+        """The DC's query reader reads the query files matching ``pattern`` (files that
+        appeared after its run), as its source would. Returns the lines read."""
+        reader = self.reader(dc).reader
+        assert reader is not None
+        files = GrowingLogReader(self.settings.dc_logs(dc) / "queries", pattern=pattern)
+        read = files.read({}, max_bytes=1 << 20)
+        self.clock.now_us += S // 10
+        reader.process(f"late-{self.clock.now_us:d}", read.lines)
+        reader.publish_progress()
+        return len(read.lines)
+
     def drain(self, dc: str) -> None:
         """Retry passes on the clock until the DC's retry store is empty."""
         app = self.joiner(dc)

@@ -41,7 +41,8 @@ from typing import Any
 
 from photon.join.output import HOUR_US, JOINED_BASE, OutputWriter, output_prefix
 from photon.ops.params import Window
-from photon.ops.verify import in_window, verify
+from photon.ops.verify import verify
+from photon.ops.window_output import in_window
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore, s3_client

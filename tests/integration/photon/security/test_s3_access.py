@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from tenacity import Retrying, stop_after_delay, wait_fixed
 
 from photon.join.logmap import delta_prefix
-from photon.join.output import joined_key, quarantine_key, unjoinable_key
+from photon.join.output import joined_key, quarantine_key, superseded_key, unjoinable_key
 from photon.security.s3_access import Credentials, provision_iam
 from photon.settings import S3Settings
 from photon.storage import ObjectStore, ObjectStoreError, s3_client
@@ -133,6 +133,7 @@ def test_a_joiner_writes_and_reads_back_only_its_dcs_output(
     assert denied(lambda: joiner.get("logmap/dc=b/delta/r1.parquet"))
     assert denied(lambda: joiner.get("reports/verify/r1/report.json"))
     assert denied(lambda: joiner.put("logmap/dc=a/delta/forged.parquet", b"x"))
+    assert denied(lambda: joiner.put(superseded_key("a", HOUR, "forged"), b"x"))
     assert denied(lambda: joiner.delete([own]))
     assert denied(lambda: joiner.delete(["logmap/dc=a/delta/r1.parquet"]))
     assert joiner.get(own) == b"rows"  # still there
@@ -159,6 +160,7 @@ def test_the_verifier_reads_everything_and_writes_only_its_reports(
     assert verifier.put("reports/verify/r2/report.json", b"{}")
     assert denied(lambda: verifier.put(joined_key("a", "v", "000000000001", HOUR), b"x"))
     assert denied(lambda: verifier.put("logmap/dc=a/sorted/r.parquet", b"x"))
+    assert denied(lambda: verifier.put(superseded_key("a", HOUR, "r"), b"x"))
     assert denied(lambda: verifier.delete(["joined/dc=b/other/000000000001.parquet"]))
 
 
@@ -173,6 +175,7 @@ def test_operations_maintain_the_map_but_cannot_touch_the_output(
     raw.delete_object(Bucket=BUCKET, Key="logmap/dc=b/delta/r1.parquet")
     assert operations.get("logmap/dc=b/delta/r1.parquet") is None
     assert operations.put("reports/compaction/r1.json", b"{}")
+    assert operations.put(superseded_key("b", HOUR, "recovery-r1-1"), b"marks")
     assert operations.get("joined/dc=b/other/000000000001.parquet") == b"b's output"
     assert denied(lambda: operations.put(joined_key("b", "o", "000000000001", HOUR), b"x"))
     assert denied(lambda: operations.delete(["joined/dc=b/other/000000000001.parquet"]))

@@ -66,6 +66,32 @@ def test_a_clean_window_is_complete_at_100_percent() -> None:
     assert result.complete and result.complete_pct == 100.0 and result.missing == 0
 
 
+def test_unjoinable_clicks_whose_query_came_or_that_were_joined_fail_the_window() -> None:
+    inputs = {cid(n): qid(n) for n in range(5)}
+    outputs = Outputs(
+        joined=[row(0), row(1), row(4)], unjoinable={cid(1), cid(2), cid(3)}, too_old=set(),
+        superseded={cid(4)},
+    )  # fmt: skip
+    result = completeness(inputs, outputs, {}, pending=set(), with_query={cid(2)})
+    assert result.unjoinable_with_query_sample == [cid(2)]
+    assert result.joined_and_unjoinable_sample == [cid(1)]
+    assert (result.superseded, result.missing) == (1, 0)
+    assert not result.complete
+    report = VerifyReport("run-3", "s", "e", result, [])
+    assert report.failures == [
+        "1 unjoinable whose query is in the logs now: photon_recover settles them",
+        "1 unjoinable and joined all the same: photon_recover settles them",
+    ]
+
+
+def test_a_superseded_click_not_joined_yet_is_missing() -> None:
+    outputs = Outputs(joined=[], unjoinable=set(), too_old=set(), superseded={cid(0)})
+    result = completeness({cid(0): qid(0)}, outputs, {}, pending=set())
+    assert result.missing == 1 and not result.complete
+    waiting = completeness({cid(0): qid(0)}, outputs, {}, pending={cid(0)})
+    assert waiting.missing == 0 and waiting.complete
+
+
 def test_the_frame_carries_latency_and_whether_the_query_matches_the_input() -> None:
     frame = joined_frame([row(0), row(1, query=5)], {cid(0): qid(0), cid(1): qid(1)})
     assert list(frame["latency_s"]) == [2.0, 2.0]
