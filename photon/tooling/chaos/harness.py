@@ -64,10 +64,9 @@ from photon.apps import JOINER, QUERY_READER
 from photon.faults import STEPS
 from photon.join.accounting import count_joins
 from photon.join.backlog import joiner_backlog
-from photon.join.output import SUPERSEDED_KIND, output_prefix, rows_under
+from photon.join.output import output_prefix, rows_under
 from photon.ops.params import Window
 from photon.ops.recover import recover
-from photon.ops.supersede import standing
 from photon.ops.verify import pending_retries, verify
 from photon.registry_access import connect_registry
 from photon.settings import CONFIG_ENV_VAR, PhotonSettings, env_names_in_file, load_settings
@@ -313,13 +312,11 @@ def accounting(
 ) -> dict[str, Any]:
     """Where every distinct click of the run ended: joined, unjoinable, too old (below a
     GC boundary) or still pending in a retry store. A click joined by one DC may be too
-    old for another that reached it after GC: it counts as joined."""
-    unjoinable = set(
-        standing(
-            rows_under(store, output_prefix("unjoinable")),
-            rows_under(store, output_prefix(SUPERSEDED_KIND)),
-        ).current
-    )  # recovery's superseded records are not unjoinable (photon.ops.supersede)
+    old for another that reached it after GC: it counts as joined. Every unjoinable
+    record counts, superseded by recovery or not: no query of the run comes later than
+    the retry limits, so a click both joined and given up on is the join's fault, not a
+    late query's (photon.ops.supersede)."""
+    unjoinable = {r["click_id"] for r in rows_under(store, output_prefix("unjoinable"))}
     too_old = {r["click_id"] for r in rows_under(store, output_prefix("too_old"))}
     pending = pending_retries(settings)
     clicks = set(manifest.expected_joins) | set(manifest.never_joinable)
