@@ -181,20 +181,23 @@ def supersede(
     outcome = SupersedeOutcome(len(late.with_query), len(late.joined))
     marks = [_mark(record, JOINED, now_us, name) for record in late.joined.values()]
     what = "joined after all: would mark superseded" if dry_run else "joined: marked superseded"
-    outcome.actions += [_action(r.click_id, r.dc, what) for r in late.joined.values()]
+    outcome.actions += [_action(r.click_id, r.dc, what, _JOINED_WHY) for r in late.joined.values()]
     to_reinject: dict[str, list[UnjoinableRecord]] = {}
     for click_id, record in late.with_query.items():
-        if click_id in busy:
-            outcome.actions.append(_action(click_id, record.dc, "held by a joiner: left"))
-            continue
         target = _target(settings, record, late.in_logs_of, dc)
-        if target is None:
-            outcome.actions.append(_action(click_id, dc or "", "query not in the DC's logs: left"))
+        left = (
+            "held by a joiner: left" if click_id in busy
+            else "no line in its record: left" if not record.raw
+            else "query not in the DC's logs: left" if target is None
+            else ""
+        )  # fmt: skip
+        if left or target is None:
+            outcome.actions.append(_action(click_id, target or dc or record.dc, left, _LATE_WHY))
             continue
         to_reinject.setdefault(target, []).append(record)
     for target, records in sorted(to_reinject.items()):
         what = "would re-inject" if dry_run else "re-injected, marked superseded"
-        outcome.actions += [_action(r.click_id, target, what) for r in records]
+        outcome.actions += [_action(r.click_id, target, what, _LATE_WHY) for r in records]
         if dry_run:
             continue
         directory = settings.dc_logs(target) / Stream.CLICKS.value
@@ -249,5 +252,9 @@ def _write_marks(store: ObjectStore, marks: Iterable[dict[str, Any]], run: str) 
     return written
 
 
-def _action(click_id: str, dc: str, what: str) -> dict[str, str]:
-    return {"click_id": click_id, "dc": dc, "action": what, "why": "unjoinable, query came"}
+_LATE_WHY = "unjoinable, its query came since"
+_JOINED_WHY = "unjoinable, joined all the same"
+
+
+def _action(click_id: str, dc: str, what: str, why: str) -> dict[str, str]:
+    return {"click_id": click_id, "dc": dc, "action": what, "why": why}
