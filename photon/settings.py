@@ -249,7 +249,8 @@ class PipelineSettings(_Section):
     #: than T minus this. The query reader's progress (docs/join.md) rests on it.
     query_order_bound_s: Annotated[float, Field(ge=0, le=86_400)] = 5.0
     #: A query file read to its end that has not grown for this long no longer holds
-    #: the query reader's progress back (its writer stopped or rolled over).
+    #: the query reader's progress back (its writer stopped or rolled over); with every
+    #: query file and click file that idle, the progress runs on the clock less this.
     query_file_idle_s: Annotated[float, Field(gt=0, le=86_400)] = 30.0
     adapter: str = "photon.join.adapter:AdClickAdapter"
     #: Recovery fences a dead attempt, then waits this long and reads the attempt's

@@ -22,7 +22,13 @@ files that still matter:
 
 With every file read and idle, everything written so far was read: the
 progress is the newest event time read, or the reader's clock less
-``idle``, whichever is later. The published progress never goes back.
+``idle``, whichever is later — unless the DC's click files grew within
+``idle``: ad servers that still log clicks still log queries, so silent
+query files then mean a stalled shipper, not stopped writers, and the clock
+does not run (the progress stays at the newest event time read). Click files
+are looked at as query files are (a file's first sight counts as growth at
+``min(mtime, now)``); recovery's files (``recovery-*``) are not the ad
+servers' and do not count. The published progress never goes back.
 
 With the progress it publishes the last time it failed to cache queries it
 read (``cache_lost_at_us``; 0: never): the joiner skips a log search only for
@@ -92,6 +98,8 @@ class ReaderProgress:
         self.order_bound_us = order_bound_us
         self.idle_us = idle_us
         self.files: dict[str, FileView] = {}
+        #: The DC's click files, by name: only ``size`` and ``grown_at_us`` are used.
+        self.click_files: dict[str, FileView] = {}
         self.progress_us = NOTHING_READ
         #: When it last failed to cache queries it read (0: never).
         self.cache_lost_at_us = 0
@@ -106,17 +114,24 @@ class ReaderProgress:
             if line.ts_us is not None:
                 view.max_ts_us = max(view.max_ts_us or line.ts_us, line.ts_us)
 
-    def advance(self, files: Mapping[str, FileStat], now_us: int) -> int:
-        """The progress after looking at every query file (size, mtime) at ``now_us``."""
+    def advance(
+        self,
+        files: Mapping[str, FileStat],
+        now_us: int,
+        clicks: Mapping[str, FileStat] | None = None,
+    ) -> int:
+        """The progress after looking at every query file (size, mtime) at ``now_us``, and
+        at the DC's click files (``clicks``; None: not looked at, taken for idle)."""
         bounds: list[int] = []
         newest = NOTHING_READ
-        for name, (size, mtime_us) in files.items():
-            view = self.files.get(name)
-            if view is None:  # first sight: it last grew when it was last written
-                view = self.files[name] = FileView(size=size, grown_at_us=min(mtime_us, now_us))
-            elif size != view.size:
-                # It grew since the last look: by its mtime, never before that look.
-                view.size, view.grown_at_us = size, max(view.grown_at_us, min(mtime_us, now_us))
+        if clicks is not None:  # every click file looked at (a file gone is forgotten)
+            self.click_files = {n: v for n, v in self.click_files.items() if n in clicks}
+            for name, stat in clicks.items():
+                _looked_at(self.click_files, name, stat, now_us)
+        clicks_live = self._clicks_live(now_us)
+        for name, stat in files.items():
+            size = stat.size
+            view = _looked_at(self.files, name, stat, now_us)
             if view.max_ts_us is not None:
                 newest = max(newest, view.max_ts_us)
             behind = size > view.read_end
@@ -128,7 +143,12 @@ class ReaderProgress:
                     return self.progress_us
                 continue  # live, but nothing valid read in it yet: nothing to wait for
             bounds.append(view.max_ts_us - self.order_bound_us)
-        computed = min(bounds) if bounds else max(newest, now_us - self.idle_us)
+        if bounds:
+            computed = min(bounds)
+        elif clicks_live:  # query files silent while clicks are logged: a stall, not an end
+            computed = newest
+        else:
+            computed = max(newest, now_us - self.idle_us)
         self.progress_us = max(self.progress_us, computed)
         return self.progress_us
 
@@ -138,7 +158,11 @@ class ReaderProgress:
 
     def settled(self, files: Mapping[str, FileStat], now_us: int) -> bool:
         """Every file read to its end and idle: the progress is as far as it can go until
-        something is written (a reader stopping now leaves nothing behind it)."""
+        something is written (a reader stopping now leaves nothing behind it). Not while
+        the DC's click files grow (as of the last :meth:`advance`): the clock may not
+        have run the progress past them yet."""
+        if self._clicks_live(now_us):
+            return False
         for name, (size, _) in files.items():
             view = self.files.get(name)
             if view is None or size > view.read_end or size != view.size:
@@ -147,6 +171,9 @@ class ReaderProgress:
                 return False
         return True
 
+    def _clicks_live(self, now_us: int) -> bool:
+        return any(now_us - v.grown_at_us < self.idle_us for v in self.click_files.values())
+
     def save(self, batch: str) -> None:
         """Persist the views, then publish the progress (each file whole); nothing when
         nothing changed since the last save (the reader looks every trigger interval)."""
@@ -154,6 +181,7 @@ class ReaderProgress:
             "progress_us": self.progress_us,
             "cache_lost_at_us": self.cache_lost_at_us,
             "files": {name: asdict(view) for name, view in self.files.items()},
+            "click_files": {name: asdict(view) for name, view in self.click_files.items()},
         }
         if state == self._saved:
             return
@@ -176,18 +204,33 @@ class ReaderProgress:
         self.progress_us = int(data["progress_us"])
         self.cache_lost_at_us = int(data.get("cache_lost_at_us", 0))
         self.files = {name: FileView(**view) for name, view in data["files"].items()}
+        clicks = data.get("click_files", {})  # a state saved before clicks were looked at
+        self.click_files = {name: FileView(**view) for name, view in clicks.items()}
         self._saved = data
 
 
-def file_stats(directory: Path) -> dict[str, FileStat]:
-    """Size and mtime (µs) of every log file in ``directory`` (none when it does not exist)."""
+def _looked_at(views: dict[str, FileView], name: str, stat: FileStat, now_us: int) -> FileView:
+    """A file's view after one more look at its size and mtime."""
+    view = views.get(name)
+    if view is None:  # first sight: it last grew when it was last written
+        view = views[name] = FileView(size=stat.size, grown_at_us=min(stat.mtime_us, now_us))
+    elif stat.size != view.size:
+        # It grew since the last look: by its mtime, never before that look.
+        view.size = stat.size
+        view.grown_at_us = max(view.grown_at_us, min(stat.mtime_us, now_us))
+    return view
+
+
+def file_stats(directory: Path, *, skip_prefix: str | None = None) -> dict[str, FileStat]:
+    """Size and mtime (µs) of every log file in ``directory`` (none when it does not exist),
+    but those whose name starts with ``skip_prefix``."""
     stats: dict[str, FileStat] = {}
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
         return stats
     for entry in entries:
-        if entry.name.endswith(".log"):
+        if entry.name.endswith(".log") and not (skip_prefix and entry.name.startswith(skip_prefix)):
             try:
                 stat = entry.stat()
             except FileNotFoundError:

@@ -33,7 +33,7 @@ from photon.join.cache import CacheEventStore
 from photon.join.logmap import LogFileMapBuilder, QueryLine, delta_prefix, encode_run
 from photon.join.output import OutputWriter
 from photon.join.progress import FileStat, ReaderProgress, ReadLine, file_stats
-from photon.logs.reader import LogLine
+from photon.logs.reader import RECOVERY_LOG_PREFIX, LogLine
 from photon.storage import ObjectStore
 
 log = structlog.get_logger(__name__)
@@ -80,6 +80,7 @@ class QueryReader:
         builder: LogFileMapBuilder,
         progress: ReaderProgress | None = None,
         queries_dir: Path | None = None,
+        clicks_dir: Path | None = None,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
     ) -> None:
         self.dc = dc
@@ -92,6 +93,9 @@ class QueryReader:
             raise ValueError("progress and queries_dir go together")
         self.progress = progress
         self.queries_dir = queries_dir
+        #: The DC's click logs: while they grow, silent query files hold the progress
+        #: (photon.join.progress). None: not looked at.
+        self.clicks_dir = clicks_dir
         self.clock = clock
         self._lock = threading.Lock()
         self.totals = QueryReaderTotals()
@@ -108,8 +112,13 @@ class QueryReader:
 
     def _publish(self, batch: str, files: Mapping[str, FileStat]) -> int:
         assert self.progress is not None
+        clicks = (
+            None
+            if self.clicks_dir is None
+            else file_stats(self.clicks_dir, skip_prefix=RECOVERY_LOG_PREFIX)
+        )
         with self._lock:
-            progress_us = self.progress.advance(files, self.clock())
+            progress_us = self.progress.advance(files, self.clock(), clicks)
             self.progress.save(batch)
         metrics.READER_PROGRESS.labels(self.dc).set(progress_us / 1_000_000)
         return progress_us

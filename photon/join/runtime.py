@@ -243,6 +243,7 @@ def build_query_reader(settings: PhotonSettings, dc: str) -> QueryReaderApp:
                 idle_us=int(settings.pipeline.query_file_idle_s * 1_000_000),
             ),
             queries_dir=settings.dc_logs(dc) / "queries",
+            clicks_dir=settings.dc_logs(dc) / "clicks",
         )
     except BaseException:
         app.close()

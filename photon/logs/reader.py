@@ -60,6 +60,10 @@ Heads = dict[str, str]
 #: with an id, so a file's head is known once its first line was read.
 HEAD_BYTES = 64
 
+#: How the files recovery writes into a DC's click logs are named (photon.ops.recover):
+#: read like any click file, but not an ad server's.
+RECOVERY_LOG_PREFIX = "recovery-"
+
 _CHUNK_BYTES = 1 << 20
 _WRITER_FILE = re.compile(r"(?P<writer>.+)\.(?P<seq>\d+)\.log")
 

@@ -75,6 +75,7 @@ from photon.join.output import attempt_keys, click_ids_in, event_hour
 from photon.join.retry import PendingClick, RetryStore
 from photon.join.runtime import current_attempt, retry_store_path
 from photon.localfiles import write_whole
+from photon.logs.reader import RECOVERY_LOG_PREFIX
 from photon.logs.scan import decoded_clicks
 from photon.ops.landed import hours_window
 from photon.ops.params import Window
@@ -95,7 +96,7 @@ class RecoveryStateError(PhotonError, RuntimeError):
 _US = 1_000_000
 _REPLACED = "attempt replaced"
 _DC_GONE = "DC no longer configured"
-RECOVERY_PREFIX = "recovery-"
+RECOVERY_PREFIX = RECOVERY_LOG_PREFIX
 #: The journal of a run that has not written its recovery log yet (the source reads *.log).
 JOURNAL_SUFFIX = ".pending"
 

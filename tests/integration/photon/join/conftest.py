@@ -112,6 +112,7 @@ def make_dc(
         sleep: Callable[[float], None] = lambda _: None,
         join_groups: int = 3,
         reader_attempt: str | None = None,
+        watch_clicks: bool = False,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -132,6 +133,7 @@ def make_dc(
                 reader_state, order_bound_us=ORDER_BOUND_US, idle_us=FILE_IDLE_US
             ),
             queries_dir=logs_root / dc / "queries",
+            clicks_dir=logs_root / dc / "clicks" if watch_clicks else None,
             clock=clock,
         )
         logs = LogsEventStore(

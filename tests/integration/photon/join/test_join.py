@@ -619,6 +619,42 @@ def test_a_query_reader_that_is_behind_never_turns_a_joinable_click_unjoinable(
     check_unjoinable_once(store, manifest)
 
 
+def test_a_query_shipper_that_stalls_while_clicks_are_logged_costs_no_joinable_click(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock, watch_clicks=True)
+    queries, held = root / "a" / "queries", root / "a" / "queries-held"
+    held.mkdir()
+    first, *later = sorted(queries.glob("*.log"))
+    for path in later:  # the shipper delivered the first query file only, then stalled
+        path.rename(held / path.name)
+    for n, lines in enumerate(batches(queries, 4 * 1024)):
+        a.reader.process(f"q{n}", lines)
+    for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
+        a.joiner.process(f"{n:012d}", lines)
+    ticker = root / "a" / "clicks" / "still-serving.1.log"
+    for _ in range(20):  # far past the retry limits and the query files' idle time
+        clock.now_us += 20 * S
+        with ticker.open("ab") as f:  # the ad servers still log clicks
+            f.write(b"\n")
+        a.reader.publish_progress()
+        a.joiner.process_retries()
+    assert {r["click_id"] for r in rows(store, "unjoinable/")} <= set(manifest.never_joinable)
+    assert a.retries.pending() > 0
+
+    # The shipper delivers the rest; the reader reads it: every joinable click joined once.
+    for path in later:
+        (held / path.name).rename(path)
+    lines = [line for batch in batches(queries, 1 << 20) for line in batch]
+    a.reader.process("q-rest", [line for line in lines if line.file != first.name])
+    ticker.unlink()
+    drain(a, clock)
+    check_exactly_once(store, manifest)
+    check_unjoinable_once(store, manifest)
+
+
 def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:

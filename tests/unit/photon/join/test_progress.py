@@ -82,6 +82,48 @@ def test_with_every_file_read_and_idle_everything_written_was_read(
     assert progress.advance(at(T0 + 100 * S, {"a.log": 100}), T0 + 100 * S) == T0 + 100 * S - IDLE
 
 
+def test_silent_query_files_hold_the_progress_while_clicks_are_logged(
+    progress: ReaderProgress,
+) -> None:
+    progress.observe([ReadLine("q.log", 100, T0)])
+    progress.advance(at(T0 + S, {"q.log": 100}), T0 + S, at(T0 + S, {"c.log": 10}))
+    # The query shipper stalls; the ad servers go on logging clicks: no clock.
+    for n in range(2, 200, 20):
+        now = T0 + n * S
+        clicks = at(now, {"c.log": 10 + n})
+        held = T0 - BOUND if n < 31 else T0  # q.log live, then idle: its newest time
+        assert progress.advance(at(T0 + S, {"q.log": 100}), now, clicks) == held
+        assert not progress.settled(at(T0 + S, {"q.log": 100}), now)
+    # The clicks stop too: the writers stopped, and the clock runs once both are idle.
+    last = T0 + 182 * S
+    idle = at(last, {"c.log": 192})
+    assert progress.advance(at(T0 + S, {"q.log": 100}), last + IDLE - S, idle) == T0
+    assert progress.advance(at(T0 + S, {"q.log": 100}), last + IDLE + S, idle) == last + S
+    assert progress.settled(at(T0 + S, {"q.log": 100}), last + IDLE + S)
+
+
+def test_click_files_are_remembered_across_a_restart(tmp_path: Path) -> None:
+    first = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    first.observe([ReadLine("q.log", 100, T0)])
+    clicks = at(T0 + IDLE, {"c.log": 10})
+    first.advance(at(T0, {"q.log": 100}), T0 + IDLE + S, clicks)
+    first.save("000000000001")
+    again = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    # c.log grew at T0 + IDLE, as the first reader saw: still live two seconds later.
+    assert not again.settled(at(T0, {"q.log": 100}), T0 + IDLE + 2 * S)
+    assert again.advance(at(T0, {"q.log": 100}), T0 + IDLE + 2 * S, clicks) == T0
+    # A click file gone is forgotten: nothing is live any more.
+    assert again.advance(at(T0, {"q.log": 100}), T0 + IDLE + 3 * S, {}) == T0 + 3 * S
+
+
+def test_recovery_logs_are_not_the_ad_servers_clicks(tmp_path: Path) -> None:
+    (tmp_path / "server.1.log").write_bytes(b"x\n")
+    (tmp_path / "recovery-run-1.log").write_bytes(b"y\n")
+    (tmp_path / "recovery-run-1.pending").write_bytes(b"z\n")
+    assert set(file_stats(tmp_path, skip_prefix="recovery-")) == {"server.1.log"}
+    assert set(file_stats(tmp_path)) == {"server.1.log", "recovery-run-1.log"}
+
+
 def test_a_new_file_not_read_yet_stops_the_progress_where_it_was(
     progress: ReaderProgress,
 ) -> None:
