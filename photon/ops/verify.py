@@ -156,7 +156,7 @@ class Completeness:
     superseded: int = 0
     missing_sample: list[str] = field(default_factory=list)
     lost_sample: list[str] = field(default_factory=list)
-    #: the first of each: recovery re-injects the first and marks both superseded
+    #: samples of both kinds: recovery re-injects the first kind, marks both superseded
     unjoinable_with_query_sample: list[str] = field(default_factory=list)
     joined_and_unjoinable_sample: list[str] = field(default_factory=list)
     #: each duplicated click_id with the object keys that hold it, for on-call to look at
