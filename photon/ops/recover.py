@@ -280,6 +280,7 @@ def recover(
     report.by_dc = {target: len(items) for target, items in by_target.items()}
     now = time.time_ns() // 1000 if now_us is None else now_us
     run = "".join(c if c.isalnum() or c in "._-" else "_" for c in run) if run else None
+    name = name_of(run, now)  # of the run's recovery logs and its superseded marks
     for target, items in sorted(by_target.items()):
         clicks = find_clicks(settings, target, {item.click_id for item in items})
         for item in items:
@@ -293,7 +294,6 @@ def recover(
         if not ready:
             continue
         directory = settings.dc_logs(target) / Stream.CLICKS.value
-        name = name_of(run, now)
         journal = _write_whole(
             directory / f"{name}{JOURNAL_SUFFIX}", (clicks[i.click_id].raw for i in ready)
         )
@@ -311,7 +311,7 @@ def recover(
         journal.unlink()
         report.deleted += len(deleted)
         report.reinjected += len(deleted)
-    _supersede(settings, store, window, registered, joined, report, dc=dc, name=name_of(run, now))
+    _supersede(settings, store, window, registered, report, dc=dc, name=name)
     log.info("ops.recover", **{k: v for k, v in report.to_dict().items() if k != "actions"})
     return report
 
@@ -326,7 +326,6 @@ def _supersede(
     store: ObjectStore,
     window: Window,
     registered: dict[str, str],
-    joined: set[str],
     report: RecoveryReport,
     *,
     dc: str | None,
@@ -337,7 +336,7 @@ def _supersede(
     joiner holds (registered, or waiting in a retry store) is left to it."""
     outcome = supersede(
         settings, store, window,
-        joined=joined | ids_in_window(store, "joined", window),  # and what joined since
+        joined=ids_in_window(store, "joined", window),  # listed again: what joined since too
         busy=set(registered) | pending_retries(settings),
         dc=dc, dry_run=report.dry_run, name=name,
         now_us=time.time_ns() // 1000,

@@ -4,7 +4,6 @@ clicks were given up on, and a click one DC gave up on while the other joined it
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -117,7 +116,7 @@ def test_a_late_query_in_another_dcs_logs_is_reinjected_there(ops_photon: OpsPho
     ops_photon.run("b")
     # The query is in DC b's logs, not read by anyone yet: recovery sends it to DC b,
     # whose joiner finds it once its reader reads it.
-    Path(settings.dc_logs("b") / "queries" / "zz-late.log").write_bytes(b"".join(lines))
+    (settings.dc_logs("b") / "queries" / "zz-late.log").write_bytes(b"".join(lines))
     window = _window()
     assert not pending_retries(settings) & late_clicks
 
