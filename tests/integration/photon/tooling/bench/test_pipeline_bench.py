@@ -59,3 +59,32 @@ def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(store: ObjectSto
     assert set(seen_while_running) == set(written)
     for key, put_us in written.items():
         assert 0 <= watcher.first_seen_us[key] - put_us < 2_000_000
+
+
+def test_the_watcher_walks_the_folders_once_a_discovery_period_not_every_poll(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder walk is most of a poll's listings: it runs once a discovery period,
+    and a series that appears in between is still seen within that period."""
+    walks: list[float] = []
+    folders = store.folders
+
+    def counted(prefix: str) -> list[str]:
+        if prefix == "joined/":
+            walks.append(time.monotonic())
+        return list(folders(prefix))
+
+    monkeypatch.setattr(store, "folders", counted)
+    first = "joined/dc=a/hour=2026-11-26T01/a-1/000000000001.parquet"
+    later = "joined/dc=a/hour=2026-11-26T02/a-1/000000000002.parquet"  # a new hour's series
+    store.put(first, b"x")
+    with ObjectWatcher(store, period_s=0.05, discover_period_s=0.5) as watcher:
+        time.sleep(0.6)
+        put_us = time.time_ns() // 1000
+        store.put(later, b"x")
+        time.sleep(1.0)
+        seen_while_running = dict(watcher.first_seen_us)
+    assert set(seen_while_running) == {first, later}
+    assert 0 <= seen_while_running[later] - put_us < 1_000_000  # one discovery period, plus
+    # ~32 polls in 1.6 s; a walk at the first and then about every 0.5 s
+    assert 2 <= len(walks) <= 5
