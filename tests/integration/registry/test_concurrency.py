@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -148,12 +148,14 @@ reg.close()
 """
 
 
-def _result(stdout: IO[str]) -> Any:
+def _result(process: subprocess.Popen[str]) -> Any:
     """The next line the process printed as its result (its logs go to stdout too)."""
-    for line in stdout:
+    assert process.stdout is not None
+    for line in process.stdout:
         if line.startswith("RESULT "):
             return json.loads(line.removeprefix("RESULT "))
-    raise AssertionError("the process ended without a result")
+    # A negative code is the signal that ended it (its traceback, if any, is on stderr).
+    raise AssertionError(f"the process ended without a result: exit {process.wait(timeout=30)}")
 
 
 def test_a_joiner_paused_past_its_session_across_an_epoch_start_never_commits_in_the_old_shard(
@@ -175,14 +177,14 @@ def test_a_joiner_paused_past_its_session_across_an_epoch_start_never_commits_in
     )
     try:
         assert joiner.stdout is not None and joiner.stdin is not None
-        assert _result(joiner.stdout)["config_version"] == 0
+        assert _result(joiner)["config_version"] == 0
         joiner.send_signal(signal.SIGSTOP)  # paused, its config as it was
         operator.append_epoch(7, max_skew_s=1, now_us=moved_id.ts_us - 2_000_000)
         time.sleep(6)  # past its 4 s session: ZooKeeper ends it meanwhile
         joiner.send_signal(signal.SIGCONT)
         joiner.stdin.write("go\n")
         joiner.stdin.flush()
-        assert _result(joiner.stdout) == {moved: "committed"}
+        assert _result(joiner) == {moved: "committed"}
         assert joiner.wait(timeout=30) == 0
     finally:
         if joiner.poll() is None:
