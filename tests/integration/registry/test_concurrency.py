@@ -134,10 +134,13 @@ def test_killing_the_zookeeper_leader_loses_no_acknowledged_id(
 
 
 #: A joiner's registry client in a process of its own: connects, says so, and on
-#: "go" registers one id and prints the result.
+#: "go" registers one id and prints the result. Its logs go to stderr: on stdout, a
+#: line kazoo's thread logged (the reconnection) could split a result line.
 _PAUSED_JOINER = """
 import json, sys
+from photon.logconfig import configure_logging
 from registry import IdRegistry
+configure_logging("info")
 reg = IdRegistry.connect(sys.argv[1].split(","), sys.argv[2], default_shards=4,
                          session_timeout_s=4.0)
 print("RESULT", json.dumps({"config_version": reg.sharding().version}), flush=True)
@@ -149,7 +152,7 @@ reg.close()
 
 
 def _result(process: subprocess.Popen[str]) -> Any:
-    """The next line the process printed as its result (its logs go to stdout too)."""
+    """The next line the process printed as its result."""
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("RESULT "):
