@@ -72,7 +72,7 @@ def test_the_watcher_walks_the_folders_once_a_discovery_period_not_every_poll(
     def counted(prefix: str) -> list[str]:
         if prefix == "joined/":
             walks.append(time.monotonic())
-        return list(folders(prefix))
+        return folders(prefix)
 
     monkeypatch.setattr(store, "folders", counted)
     first = "joined/dc=a/hour=2026-11-26T01/a-1/000000000001.parquet"
