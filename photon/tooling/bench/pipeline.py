@@ -6,7 +6,11 @@ root, bucket and cache keys of its own:
 * **scaling**: DC a's joiner alone, at ``local[1]`` and then ``local[2]``, on
   the same backlog (its query reader reads every query first). The join's
   own rate is joined clicks per second spent in batches (Spark's start-up is
-  not the join's); the ratio is the speed-up from one executor core to two;
+  not the join's); the ratio is the speed-up from one executor core to two.
+  Beside it, how many cores the machine kept busy during each run's batches,
+  the stack's processes apart, and the ceiling that puts on the ratio
+  (:mod:`photon.tooling.bench.cpu`): at one executor core the driver, Spark's
+  JVM and the registry run beside the task on the other cores;
 * **throughput**: a burst workload (every log written before the apps start)
   through both DCs' query readers and joiners until idle. Each joined click
   has its ``joined_at_us``; ``sustained_joined_per_s`` is the rate over the
@@ -58,6 +62,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +72,13 @@ from photon.localfiles import last_lines
 from photon.logconfig import FORMAT_ENV
 from photon.settings import PhotonSettings, load_settings
 from photon.storage import ObjectStore, s3_client
+from photon.tooling.bench.cpu import CpuSampler, available_cores, ceiling, cores_busy
 from photon.tooling.chaos.analysis import json_lines
 from photon.tooling.gen.model import GenConfig
 from photon.tooling.gen.simulator import load_manifest, simulate, write
 from photon.tooling.pipeline import app_argv, app_summaries, run_pipelines
 from photon.tooling.runs import clean_up, environment, namespace, wait_until_streaming, write_live
+from photon.tooling.stack.manager import LocalStack
 
 StepCallback = Callable[[str], None]
 
@@ -313,18 +320,10 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
                 ),
                 settings.logs_root,
             )
-            env = dict(os.environ)
-            for app, master in ((QUERY_READER, "local[2]"), (JOINER, f"local[{cores}]")):
-                argv = [*app_argv(app, "a", until_idle_s=3.0, config=None), "--master", master]
-                log_path = settings.pipeline_dir("a", app) / "app.log"
-                log_path.parent.mkdir(parents=True, exist_ok=True)
-                with log_path.open("wb") as log_file:
-                    code = subprocess.run(
-                        argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, timeout=3600
-                    ).returncode
-                if code != 0:
-                    tail = last_lines(log_path, 30)
-                    raise RuntimeError(f"{app} exited with {code}: {tail}")
+            _run_app(settings, QUERY_READER, "local[2]")
+            stack = {name: r.pid for name, r in LocalStack(settings).records().items() if r.pid}
+            with CpuSampler(stack) as sampler:
+                _run_app(settings, JOINER, f"local[{cores}]")
             batches = [
                 line
                 for line in json_lines(settings.pipeline_dir("a", JOINER) / "app.log")
@@ -338,6 +337,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     steady = batches[1:]
     seconds = sum(float(b["seconds"]) for b in steady)
     joined = sum(int(b["joined"]) for b in steady)
+    busy = cores_busy(sampler.samples, (batch_window(b) for b in steady))
     return {
         "cores": cores,
         "batches": len(steady),
@@ -346,7 +346,29 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
         "driver_seconds": round(sum(float(b["plan_s"]) for b in steady), 2),
         "slowest_task_seconds": round(sum(float(b["task_s"]) for b in steady), 2),
         "joined_per_s": round(joined / seconds) if seconds > 0 else 0,
+        # While its batches ran: every process, and the stack's (ZooKeeper, Redis, S3…).
+        **(busy.to_dict() if busy else {"machine_cores_busy": None, "services_cores_busy": None}),
     }
+
+
+def _run_app(settings: PhotonSettings, app: str, master: str) -> None:
+    """One of DC a's apps until it is idle, its log in its state directory."""
+    argv = [*app_argv(app, "a", until_idle_s=3.0, config=None), "--master", master]
+    log_path = settings.pipeline_dir("a", app) / "app.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log_file:
+        code = subprocess.run(
+            argv, env=dict(os.environ), stdout=log_file, stderr=subprocess.STDOUT, timeout=3600
+        ).returncode
+    if code != 0:
+        raise RuntimeError(f"{app} exited with {code}: {last_lines(log_path, 30)}")
+
+
+def batch_window(batch: dict[str, Any]) -> tuple[float, float]:
+    """(start, end) in wall-clock seconds of a ``joiner.batch`` log line: it is logged
+    as the batch ends, with how long it took."""
+    end = datetime.fromisoformat(str(batch["timestamp"]).replace("Z", "+00:00")).timestamp()
+    return end - float(batch["seconds"]), end
 
 
 def run(
@@ -407,8 +429,17 @@ def run(
     ids, txns = burst.joiner_sum("register_ids"), burst.joiner_sum("register_transactions")
     one, two = alone[0]["joined_per_s"], alone[1]["joined_per_s"]
     speed_up = two / one if one else 0.0
+    busy_at_one = alone[0]["machine_cores_busy"]
+    cores = available_cores()
     return {
-        "scaling": {"runs": alone, "speed_up_1_to_2_cores": round(speed_up, 2)},
+        "scaling": {
+            "runs": alone,
+            "speed_up_1_to_2_cores": round(speed_up, 2),
+            "machine_cores": cores,
+            # What this machine allows at most (photon.tooling.bench.cpu): the target
+            # is out of reach of any join below it.
+            "machine_ceiling": round(ceiling(cores, busy_at_one), 2) if busy_at_one else None,
+        },
         "throughput": {
             "clicks_in": burst.clicks_in,
             "joined": burst.joined,

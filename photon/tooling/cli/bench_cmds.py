@@ -103,6 +103,8 @@ def bench_pipeline(
                       str(run["joined_per_s"]), "")  # fmt: skip
     table.add_row("speed-up 1 -> 2 cores", str(data["scaling"]["speed_up_1_to_2_cores"]),
                   str(targets["scaling_1_to_2_cores_ge_1_7x"]))  # fmt: skip
+    table.add_row(f"  the most {data['scaling']['machine_cores']} cores allow",
+                  str(data["scaling"]["machine_ceiling"]), "")  # fmt: skip
     table.add_row("joined clicks/s sustained (burst)",
                   str(data["throughput"]["sustained_joined_per_s"]),
                   str(targets["joined_ge_5000_per_s"]))  # fmt: skip
