@@ -3,14 +3,16 @@ which DC a click is preferred by."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections import Counter
 
 import pytest
+from pyspark.serializers import CloudPickleSerializer
 
 from photon.events.ids import EventId
 from photon.events.records import decode_click
-from photon.join.group import JoinClick, _unwritten, part_name, preferred_dc
+from photon.join.group import GroupWork, JoinClick, _unwritten, part_name, preferred_dc
 from photon.join.retry import PendingClick
 from registry.sharding import Epoch, ShardingConfig
 
@@ -41,6 +43,32 @@ def test_a_click_crosses_to_a_spark_task_and_back_unchanged() -> None:
     again = pickle.loads(pickle.dumps(click))  # noqa: S301 (bytes it just wrote)
     assert again == click and again.line == line
     assert pickle.loads(pickle.dumps(line)) == line  # noqa: S301
+
+
+def test_a_group_of_clicks_crosses_to_a_spark_task_unchanged_with_every_flag() -> None:
+    def click(n: int, **flags: bool) -> JoinClick:
+        click_id = f"10.0.0.1:42:{1_795_516_000_000_000 + n}"
+        raw = (
+            f'{{"click_id": "{click_id}", "query_id": "10.1.0.2:7:1795515999000000", '
+            f'"ad_id": "ad{n}", "cost_micros": {n}}}'
+        ).encode()
+        behind = flags.pop("behind_reader", False)
+        line = PendingClick(click_id, raw, f"c{n}.log", 128 * n, 1795516001 + n, n, behind)
+        return JoinClick(decode_click(raw), line, **flags)
+
+    clicks = [
+        click(0, from_retry=False),
+        click(1, from_retry=True, ours=True, search_logs=False),
+        click(2, from_retry=True, behind_reader=True),
+        click(3, from_retry=False, ours=True),
+    ]
+    work = GroupWork("000000000007", "000000000007.g001", 1795516009, True, clicks, 1795515000)
+    again = CloudPickleSerializer().loads(CloudPickleSerializer().dumps(work))
+    assert again == work
+    assert [c.line for c in again.clicks] == [c.line for c in clicks]
+    assert gc.isenabled()  # the collector is back on after the clicks were made
+    empty = GroupWork("000000000008", "000000000008", 1, False, [])
+    assert pickle.loads(pickle.dumps(empty)) == empty  # noqa: S301 (bytes it just wrote)
 
 
 @pytest.mark.parametrize("shards", [2, 4, 6, 64])
