@@ -2,8 +2,8 @@
 
 The joiner's speed-up from one executor core to two is bounded by the machine as
 well as by the join. At ``local[1]`` only the task is held to one core: the
-driver, Spark's JVM and the stack's services (ZooKeeper's three nodes, Redis,
-the S3 stand-in) run beside it on the other cores. If the phase at one core
+driver, Spark's JVM and the stack's processes (ZooKeeper's three nodes, Redis,
+the S3 stand-in, the monitoring) run beside it on the other cores. If the phase at one core
 keeps ``U`` cores busy and the work per click stays the same, a machine of ``C``
 cores goes at most ``C / U`` times as fast, however the work is split
 (docs/join.md, "What the machine allows"). :class:`CpuSampler` reads the
@@ -20,7 +20,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,16 +112,16 @@ def available_cores() -> int:
 
 
 class CpuSampler:
-    """Samples the machine's and ``services``' CPU every ``period_s`` in a thread.
+    """Samples the machine's CPU and the stack's processes' every ``period_s`` in a thread.
 
-    ``services`` are the stack's processes by name (pid): they count apart, so a
-    report can say how much of the machine the registry and the stores took.
+    ``service_pids`` are the stack's processes: they count apart, so a report can
+    say how much of the machine the registry and the stores took.
     """
 
     def __init__(
-        self, services: Mapping[str, int], period_s: float = 0.05, proc: Path = _PROC
+        self, service_pids: Iterable[int], period_s: float = 0.05, proc: Path = _PROC
     ) -> None:
-        self.services = dict(services)
+        self.service_pids = tuple(service_pids)
         self.period_s = period_s
         self.proc = proc
         self.samples: list[CpuSample] = []
@@ -156,7 +156,7 @@ class CpuSampler:
             machine = machine_busy_s((self.proc / "stat").read_text(), self._ticks)
         except (OSError, ValueError):
             return None
-        for pid in self.services.values():
+        for pid in self.service_pids:
             try:
                 stat = (self.proc / str(pid) / "stat").read_text()
                 self._last_busy_s[pid] = process_busy_s(stat, self._ticks)

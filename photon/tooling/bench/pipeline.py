@@ -321,7 +321,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
                 settings.logs_root,
             )
             _run_app(settings, QUERY_READER, "local[2]")
-            stack = {name: r.pid for name, r in LocalStack(settings).records().items() if r.pid}
+            stack = [record.pid for record in LocalStack(settings).records().values()]
             with CpuSampler(stack) as sampler:
                 _run_app(settings, JOINER, f"local[{cores}]")
             batches = [

@@ -41,7 +41,7 @@ def test_a_busy_service_counts_as_about_a_core_and_the_machine_as_at_least_that(
     spinning: subprocess.Popen[bytes],
 ) -> None:
     time.sleep(0.5)  # past the interpreter's start
-    with CpuSampler({"spinner": spinning.pid}, period_s=0.05) as sampler:
+    with CpuSampler([spinning.pid], period_s=0.05) as sampler:
         time.sleep(1.5)
     samples = sampler.samples
     busy = cores_busy(samples, [(samples[1].at, samples[-2].at)])
@@ -53,7 +53,7 @@ def test_a_busy_service_counts_as_about_a_core_and_the_machine_as_at_least_that(
 
 def test_an_idle_service_counts_as_none(sleeping: subprocess.Popen[bytes]) -> None:
     time.sleep(0.5)
-    with CpuSampler({"sleeper": sleeping.pid}, period_s=0.05) as sampler:
+    with CpuSampler([sleeping.pid], period_s=0.05) as sampler:
         time.sleep(1.0)
     busy = cores_busy(sampler.samples, [(sampler.samples[0].at, sampler.samples[-1].at)])
     assert busy is not None

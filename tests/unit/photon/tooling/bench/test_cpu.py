@@ -93,7 +93,7 @@ def _fake_proc(root: Path, machine_ticks: int, pids: dict[int, int]) -> None:
 
 
 def test_a_service_process_that_is_gone_keeps_what_it_had_spent(tmp_path: Path) -> None:
-    sampler = CpuSampler({"zk1": 11, "redis": 12}, proc=tmp_path)
+    sampler = CpuSampler([11, 12], proc=tmp_path)  # zk1, redis
     _fake_proc(tmp_path, 500, {11: 100, 12: 30})
     first = sampler.sample()
     (tmp_path / "12" / "stat").unlink()  # redis is gone
@@ -107,6 +107,6 @@ def test_a_service_process_that_is_gone_keeps_what_it_had_spent(tmp_path: Path) 
 
 
 def test_without_proc_the_sampler_records_nothing(tmp_path: Path) -> None:
-    with CpuSampler({}, period_s=0.01, proc=tmp_path / "none") as sampler:
+    with CpuSampler([], period_s=0.01, proc=tmp_path / "none") as sampler:
         pass
     assert sampler.samples == []
