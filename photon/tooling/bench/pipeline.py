@@ -436,8 +436,8 @@ def run(
             "runs": alone,
             "speed_up_1_to_2_cores": round(speed_up, 2),
             "machine_cores": cores,
-            # What this machine allows at most (photon.tooling.bench.cpu): the target
-            # is out of reach of any join below it.
+            # The most this machine allows (photon.tooling.bench.cpu): a target above
+            # it is out of any joiner's reach here.
             "machine_ceiling": round(ceiling(cores, busy_at_one), 2) if busy_at_one else None,
         },
         "throughput": {
