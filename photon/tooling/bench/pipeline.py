@@ -62,7 +62,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,7 @@ from photon.logconfig import FORMAT_ENV
 from photon.settings import PhotonSettings, load_settings
 from photon.storage import ObjectStore, s3_client
 from photon.tooling.bench.cpu import CpuSampler, available_cores, ceiling, cores_busy
-from photon.tooling.chaos.analysis import json_lines
+from photon.tooling.chaos.analysis import json_lines, logged_at
 from photon.tooling.gen.model import GenConfig
 from photon.tooling.gen.simulator import load_manifest, simulate, write
 from photon.tooling.pipeline import app_argv, app_summaries, run_pipelines
@@ -367,7 +366,9 @@ def _run_app(settings: PhotonSettings, app: str, master: str) -> None:
 def batch_window(batch: dict[str, Any]) -> tuple[float, float]:
     """(start, end) in wall-clock seconds of a ``joiner.batch`` log line: it is logged
     as the batch ends, with how long it took."""
-    end = datetime.fromisoformat(str(batch["timestamp"]).replace("Z", "+00:00")).timestamp()
+    end = logged_at(batch)
+    if end is None:
+        raise ValueError(f"a joiner.batch line without a timestamp: {batch}")
     return end - float(batch["seconds"]), end
 
 

@@ -195,6 +195,11 @@ def _batch_at(line: dict[str, Any], dc: str) -> float | None:
     """When a ``joiner.batch`` line of ``dc`` was logged (its batch's end); None otherwise."""
     if line.get("event") != "joiner.batch" or line.get("dc") != dc:
         return None
+    return logged_at(line)
+
+
+def logged_at(line: dict[str, Any]) -> float | None:
+    """When a JSON log line was logged, in wall-clock seconds; None without a timestamp."""
     try:
         return datetime.fromisoformat(str(line["timestamp"])).timestamp()
     except (KeyError, ValueError):
