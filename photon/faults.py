@@ -8,6 +8,11 @@ seeded by ``faults.seed`` (unset: random):
   would: no cleanup, no flush) right after its registry commit and before
   its output write: the ids are registered with the batch's token and in no
   output;
+* ``fail_task_after_commit_p`` — at the same point, a group's first try raises
+  :class:`InjectedTaskFailure` (as a lost executor or an object store down past
+  its retries would fail its task): on a master with task retries Spark runs the
+  task again, which must join the group as a replay (docs/join.md, "Why none is
+  lost"); without them the batch fails and is replayed. A retry never fails so;
 * ``pause_after_commit_p`` — at the same point the process stops itself
   (SIGSTOP), as a hung or paused joiner would: a zombie that may wake up (SIGCONT)
   after its attempt was replaced and recovered;
@@ -45,6 +50,7 @@ import structlog
 from botocore.exceptions import ConnectTimeoutError
 
 from photon import metrics
+from photon.errors import PhotonError
 from photon.settings import FaultSettings
 
 log = structlog.get_logger(__name__)
@@ -62,6 +68,10 @@ def _hard_exit(code: int) -> NoReturn:
 
 def _stop_self() -> None:
     os.kill(os.getpid(), signal.SIGSTOP)  # returns once someone sends SIGCONT
+
+
+class InjectedTaskFailure(PhotonError, RuntimeError):
+    """A group's first try failing after its registry commit (``fail_task_after_commit_p``)."""
 
 
 class FaultInjector:
@@ -86,6 +96,7 @@ class FaultInjector:
         return any(
             (
                 s.crash_after_commit_p,
+                s.fail_task_after_commit_p,
                 s.pause_after_commit_p,
                 s.crash_at_step,
                 s.crash_mid_write_p,
@@ -106,10 +117,15 @@ class FaultInjector:
         log.warning("fault.crash", kind=kind, **context)
         self._exit(CRASH_EXIT_CODE)
 
-    def after_commit(self, batch: str) -> None:
-        """Called between a batch's registry commit (that won some ids) and its output write."""
+    def after_commit(self, batch: str, *, first_try: bool = True) -> None:
+        """Called between a batch's registry commit (that won some ids) and its output
+        write; ``first_try``: not a replay of the batch, nor a retried task of it."""
         if self._hit(self.settings.crash_after_commit_p):
             self._crash("crash_after_commit", batch=batch)
+        if first_try and self._hit(self.settings.fail_task_after_commit_p):
+            metrics.FAULTS_INJECTED.labels("fail_task_after_commit").inc()
+            log.warning("fault.task_failure", kind="fail_task_after_commit", batch=batch)
+            raise InjectedTaskFailure(f"injected: batch {batch}'s task failed after its commit")
         self.at_step("registered", batch)
         if self._hit(self.settings.pause_after_commit_p):
             metrics.FAULTS_INJECTED.labels("pause_after_commit").inc()

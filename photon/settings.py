@@ -218,7 +218,10 @@ class RetrySettings(_Section):
         return self
 
 
-_SPARK_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?|spark://[^\s/:]+:[0-9]{1,5}")
+#: local, local[N], local[*], local[N,F] / local[*,F] (F: tries a task gets), spark://host:port.
+_SPARK_MASTER = re.compile(
+    r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|spark://[^\s/:]+:[0-9]{1,5}"
+)
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED_PATH = re.compile(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*[:.]{_IDENTIFIER}")
 
@@ -304,7 +307,9 @@ class PipelineSettings(_Section):
     @classmethod
     def _check_master(cls, master: str) -> str:
         if not _SPARK_MASTER.fullmatch(master):
-            raise ValueError(f"{master!r} is not local, local[N], local[*] or spark://host:port")
+            raise ValueError(
+                f"{master!r} is not local, local[N], local[*], local[N,F] or spark://host:port"
+            )
         return master
 
     @field_validator("driver_bind_address", "metrics_bind_address")
@@ -436,6 +441,9 @@ class FaultSettings(_Section):
     """Fault injection for the chaos suite (see :mod:`photon.faults`); all off by default."""
 
     crash_after_commit_p: Probability = 0.0
+    #: A group's first try fails (raises, as a lost executor or an object store down
+    #: past its retries would) after its registry commit: Spark retries the task.
+    fail_task_after_commit_p: Probability = 0.0
     pause_after_commit_p: Probability = 0.0
     #: The joiner crashes (as kill -9 would) the first time one of its batches with
     #: clicks reaches this step boundary (photon.faults.STEPS); "" is off.

@@ -8,6 +8,11 @@ builds its :class:`~photon.join.group.GroupJoiner` once — registry session,
 Redis, object store, log-file map — and keeps it for the tasks that follow
 (Spark reuses its Python workers).
 
+A task Spark runs again (``spark.task.maxFailures``: 4 on a ``spark://``
+master, ``F`` at ``local[N,F]``) joins its group as a replay: its first try may
+have registered clicks with the batch's token and failed before writing them,
+and a first try's lookup would count those as joined by someone else (lost).
+
 How it fails: an error in a task (the registry or the object store down past
 their retries) fails the task and so the batch's job; ``foreachBatch`` raises,
 the query stops and the app exits non-zero, and the batch is replayed on
@@ -24,6 +29,7 @@ import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from photon.faults import FaultInjector
@@ -33,8 +39,9 @@ from photon.join.runtime import build_group_joiner
 from photon.settings import PhotonSettings
 from spark_apps.worker_heap import freeze_once
 
-#: This Python worker's group joiners, by (dc, attempt): built on a worker's first task.
-_JOINERS: dict[tuple[str, str], GroupJoiner] = {}
+#: This Python worker's group joiners, by (dc, attempt, settings): built on a worker's
+#: first task of them (a reused worker may serve another app's tasks after this one's).
+_JOINERS: dict[tuple[str, str, str], GroupJoiner] = {}
 _CLOSERS: list[Any] = []
 
 
@@ -48,9 +55,9 @@ atexit.register(_close_all)
 
 
 def _group_joiner(
-    settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None
+    settings: PhotonSettings, settings_key: str, dc: str, attempt: str, driver_pid: int | None
 ) -> GroupJoiner:
-    key = (dc, attempt)
+    key = (dc, attempt, settings_key)
     joiner = _JOINERS.get(key)
     if joiner is None:
 
@@ -64,16 +71,21 @@ def _group_joiner(
         joiner, closers = build_group_joiner(settings, dc, attempt, faults)
         _CLOSERS.extend(closers)
         _JOINERS[key] = joiner
-        freeze_once(f"group joiner {key}")  # its clients: out of each task's collection
+        freeze_once(f"group joiner {dc}/{attempt}/{len(_JOINERS)}")  # its clients: not collected
     return joiner
 
 
 def _join_partition(
     settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None
 ) -> Callable[[Iterable[GroupWork]], Iterator[GroupOutcome]]:
+    settings_key = settings.model_dump_json()
+
     def join(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
-        joiner = _group_joiner(settings, dc, attempt, driver_pid)
+        joiner = _group_joiner(settings, settings_key, dc, attempt, driver_pid)
+        context = TaskContext.get()
+        task_attempt = context.attemptNumber() if context is not None else 0
         for work in works:
+            work.task_attempt = task_attempt
             yield joiner.join(work)
 
     return join

@@ -111,6 +111,8 @@ class BatchReport:
     reader_progress_us: int = 0
     seconds: float = 0.0
     plan_s: float = 0.0  # decoding and splitting, in the driver
+    #: Groups joined by a retried Spark task (a replay of the group: docs/join.md).
+    task_retries: int = 0
     groups_s: float = 0.0  # the groups, wherever they ran (a Spark job: its tasks and more)
     task_s: float = 0.0  # the slowest group's own work
     objects: list[str] = field(default_factory=list)
@@ -465,6 +467,15 @@ class Dispatcher(GroupJoiner):
             report.objects += outcome.objects
             report.latencies_us += outcome.latencies_us
             report.reader_wait_s = max(report.reader_wait_s, outcome.reader_wait_s)
+            if outcome.task_attempt:
+                report.task_retries += 1
+                log.warning(
+                    "joiner.task_retried",
+                    dc=self.dc,
+                    batch=batch,
+                    part=outcome.part,
+                    task_attempt=outcome.task_attempt,
+                )
             if outcome.pid != os.getpid():  # its own counters stayed in a Spark worker
                 metrics.CACHE_LOOKUPS.labels(self.dc, "hit").inc(outcome.counts["from_cache"])
                 metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(outcome.counts["cache_misses"])

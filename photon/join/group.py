@@ -110,6 +110,15 @@ class GroupWork:
     #: The DC's query reader had provably read every query up to this time when the
     #: batch began (recorded with it, so a replay searches as its first try did).
     reader_progress_us: int = NO_READER
+    #: Which try of its Spark task this is (0: the first). A later one is a replay of
+    #: the group: an earlier try may have registered clicks with the batch's token and
+    #: failed before writing them (docs/join.md, "Why none is lost").
+    task_attempt: int = 0
+
+    @property
+    def replays(self) -> bool:
+        """Whether an earlier try of this group may hold clicks under its batch's token."""
+        return self.replay or self.task_attempt > 0
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Shipped to a Spark task by every batch: its clicks as a few lists of plain
@@ -128,7 +137,14 @@ class GroupWork:
             [line.attempts for line in lines],
             flags,
         )
-        head = (self.batch, self.part, self.now_us, self.replay, self.reader_progress_us)
+        head = (
+            self.batch,
+            self.part,
+            self.now_us,
+            self.replay,
+            self.reader_progress_us,
+            self.task_attempt,
+        )
         return (_group_work, (head, columns))
 
 
@@ -144,9 +160,11 @@ def _flags(click: JoinClick) -> int:
     )
 
 
-def _group_work(head: tuple[str, str, int, bool, int], columns: tuple[list[Any], ...]) -> GroupWork:
+def _group_work(
+    head: tuple[str, str, int, bool, int, int], columns: tuple[list[Any], ...]
+) -> GroupWork:
     """A :class:`GroupWork` again, in the task: each click decoded from its line."""
-    batch, part, now_us, replay, reader_progress_us = head
+    batch, part, now_us, replay, reader_progress_us, task_attempt = head
     # Thousands of new objects at once: the cyclic collector would walk the young
     # ones again and again while they are made (none of them is garbage).
     collecting = gc.isenabled()
@@ -156,7 +174,7 @@ def _group_work(head: tuple[str, str, int, bool, int], columns: tuple[list[Any],
     finally:
         if collecting:
             gc.enable()
-    return GroupWork(batch, part, now_us, replay, clicks, reader_progress_us)
+    return GroupWork(batch, part, now_us, replay, clicks, reader_progress_us, task_attempt)
 
 
 def _unpacked_click(
@@ -193,6 +211,7 @@ class GroupOutcome:
     register_transactions: int = 0
     seconds: float = 0.0  # its own work, in the task
     pid: int = field(default_factory=os.getpid)  # the process that joined it (an executor's)
+    task_attempt: int = 0  # the try of its Spark task that joined it (0: the first)
 
 
 def preferred_dc(click_id: str, dcs: Sequence[str]) -> str:
@@ -301,9 +320,10 @@ class GroupJoiner:
     def join(self, work: GroupWork) -> GroupOutcome:
         """Join one group's clicks; what is left to settle comes back."""
         started = time.perf_counter()
-        out = GroupOutcome(part=work.part)
+        out = GroupOutcome(part=work.part, task_attempt=work.task_attempt)
         now = work.now_us
-        if work.replay:  # a crashed try may hold clicks under this token: find them first
+        replay = work.replays
+        if replay:  # a crashed try may hold clicks under this token: find them first
             pending, too_old = self._skip_registered(work.batch, work.clicks, True, out)
             pending, out.held = self.hold_for_preferred_dc(pending, now)
         else:  # the driver held the clicks another DC prefers (Dispatcher._process)
@@ -337,7 +357,8 @@ class GroupJoiner:
             out.register_calls = counters.calls - calls
             out.register_transactions = counters.transactions - transactions
             if RegisterResult.COMMITTED in results.values():
-                self.faults.after_commit(work.batch)  # chaos: a crash loses the write, not ids
+                # chaos: a crash or a failed task loses the write, not the ids
+                self.faults.after_commit(work.batch, first_try=not replay)
             out.register_s = time.perf_counter() - register_started
             out.registered = len(results)
             for click, fields in to_register:
@@ -362,7 +383,7 @@ class GroupJoiner:
                 else:
                     out.counts["too_old"] += 1
                     too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))
-        if work.replay:  # what the crashed try wrote stands, in whichever of its objects
+        if replay:  # what the crashed try wrote stands, in whichever of its objects
             rows = _unwritten(rows, self.output.written_ids(work.batch, _hours(rows)))
             too_old_rows = _unwritten(
                 too_old_rows,

@@ -17,6 +17,7 @@ from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
     M_BYTES,
     W_US,
     Clock,
+    DcParts,
     MakeDc,
     batches,
     make_dc,
@@ -35,6 +36,31 @@ from tests.integration.photon.join.test_join import (  # noqa: F401 (a fixture)
 pytestmark = pytest.mark.integration
 
 
+def _executor_settings(
+    environment: dict[str, str],
+    root: Path,
+    registry: IdRegistry,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    dc: DcParts,
+    **extra: str,
+) -> PhotonSettings:
+    """What the executors build their group joiners from: this test's registry root,
+    bucket, cache keys and logs."""
+    return settings_from_env(
+        environment
+        | {
+            "PHOTON_DCS": dc.joiner.dc,
+            "PHOTON_LOGS_ROOT": str(root),
+            "PHOTON_ZOOKEEPER__ROOT": registry.root,
+            "PHOTON_S3__BUCKET": store.bucket,
+            "PHOTON_REDIS__KEY_PREFIX": dc.cache_prefix,
+            "PHOTON_LOG_FILE_MAP__WINDOW_S": str(W_US / 1_000_000),
+            "PHOTON_LOG_FILE_MAP__MAX_BYTES": str(M_BYTES),
+        }
+        | extra
+    )
+
+
 def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     make_dc: MakeDc,  # noqa: F811
     store: ObjectStore,  # noqa: F811
@@ -46,20 +72,7 @@ def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     root, manifest = logs
     clock = Clock(START_US)
     a = make_dc("a", root, clock)
-    # What the executors build their group joiners from: this test's registry root,
-    # bucket, cache keys and logs.
-    settings: PhotonSettings = settings_from_env(
-        stack_environment
-        | {
-            "PHOTON_DCS": "a",
-            "PHOTON_LOGS_ROOT": str(root),
-            "PHOTON_ZOOKEEPER__ROOT": registry.root,
-            "PHOTON_S3__BUCKET": store.bucket,
-            "PHOTON_REDIS__KEY_PREFIX": a.cache_prefix,
-            "PHOTON_LOG_FILE_MAP__WINDOW_S": str(W_US / 1_000_000),
-            "PHOTON_LOG_FILE_MAP__MAX_BYTES": str(M_BYTES),
-        }
-    )
+    settings = _executor_settings(stack_environment, root, registry, store, a)
     assert default_groups(spark) == 2
     a.joiner.join_groups = 4  # the registry's 4 shards: one task each
     ran_in: set[int] = set()
@@ -81,5 +94,44 @@ def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     assert ran_in and os.getpid() not in ran_in  # Spark's Python workers joined, not this one
     keys = list(store.keys("joined/"))
     assert any(".g003" in k for k in keys) and all(".g00" in k for k in keys), keys
+    check_exactly_once(store, manifest)  # type: ignore[arg-type]
+    check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
+
+
+def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_replay(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+) -> None:
+    """Every group's first try registers its clicks and then fails before its write, as
+    a lost executor or an object store down past its retries would fail it. Spark runs
+    each task again (four tries a task, as on a cluster); the retry must join the
+    clicks its first try registered, not count them as joined by someone else: the
+    job succeeds, the batch closes, and nothing is left for recovery to find."""
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    settings = _executor_settings(
+        stack_environment,
+        root,
+        registry,
+        store,
+        a,
+        PHOTON_FAULTS__FAIL_TASK_AFTER_COMMIT_P="1.0",
+    )
+    a.joiner.join_groups = 4
+    a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
+    read_every_query(a, root)
+    reports = [a.joiner.process(f"{n:012d}", lines) for n, lines in
+               enumerate(batches(root / "a" / "clicks", 16 * 1024))]  # fmt: skip
+    drain(a, clock)
+
+    joined = [r for r in reports if r.joined]
+    assert joined and all(r.task_retries for r in joined)  # each joined on a task's retry
+    assert all(r.already_joined == 0 for r in reports)  # none taken for another's
+    assert not a.joiner.retries.unfinished_batches()
     check_exactly_once(store, manifest)  # type: ignore[arg-type]
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from typing import NoReturn
 import pytest
 from botocore.exceptions import ConnectTimeoutError
 
-from photon.faults import CRASH_EXIT_CODE, NO_FAULTS, STEPS, FaultInjector
+from photon.faults import CRASH_EXIT_CODE, NO_FAULTS, STEPS, FaultInjector, InjectedTaskFailure
 from photon.settings import FaultSettings, SettingsError, load_settings
 from photon.storage import _transient
 
@@ -38,6 +38,14 @@ def test_a_crash_after_commit_exits_as_a_killed_process_would() -> None:
     with pytest.raises(Crashed) as info:
         faults.after_commit("000000000007")
     assert info.value.args == (CRASH_EXIT_CODE,)
+
+
+def test_a_task_failure_after_commit_fails_a_first_try_only() -> None:
+    faults = FaultInjector(FaultSettings(fail_task_after_commit_p=1.0), exit=crash)
+    assert faults.active
+    with pytest.raises(InjectedTaskFailure, match="000000000007"):
+        faults.after_commit("000000000007")
+    faults.after_commit("000000000007", first_try=False)  # a retry or a replay goes on
 
 
 @pytest.mark.parametrize("step", [s for s in STEPS if s != "returned"])

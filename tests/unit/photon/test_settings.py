@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.settings import SettingsError, load_settings
+from photon.settings import PipelineSettings, SettingsError, load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -85,6 +85,8 @@ def test_a_config_file_is_a_layer_below_the_environment(
         ({"PHOTON_RETRY__JITTER": "1.5"}, "retry.jitter"),
         ({"PHOTON_STACK__HOST": "10.0.0.5"}, "stack.host"),
         ({"PHOTON_PIPELINE__SPARK_MASTER": "yarn"}, "pipeline.spark_master"),
+        ({"PHOTON_PIPELINE__SPARK_MASTER": "local[2,0]"}, "pipeline.spark_master"),
+        ({"PHOTON_PIPELINE__SPARK_MASTER": "local[2,]"}, "pipeline.spark_master"),
         (
             {"PHOTON_PIPELINE__DRIVER_JAVA_OPTIONS": "-Xmx1g; rm -rf /"},
             "pipeline.driver_java_options",
@@ -136,3 +138,10 @@ def test_secrets_are_masked_when_shown() -> None:
 def test_unknown_dc_is_refused() -> None:
     with pytest.raises(SettingsError, match="unknown DC 'c'"):
         load_settings().dc_logs("c")
+
+
+@pytest.mark.parametrize(
+    "master", ["local", "local[2]", "local[*]", "local[2,4]", "local[*,3]", "spark://h:7077"]
+)
+def test_every_master_spark_knows_is_taken_task_retries_included(master: str) -> None:
+    assert PipelineSettings(spark_master=master).spark_master == master

@@ -68,6 +68,17 @@ def test_a_group_of_clicks_crosses_to_a_spark_task_unchanged_with_every_flag() -
     assert gc.isenabled()  # the collector is back on after the clicks were made
     empty = GroupWork("000000000008", "000000000008", 1, False, [])
     assert pickle.loads(pickle.dumps(empty)) == empty  # noqa: S301 (bytes it just wrote)
+    retried = GroupWork("000000000009", "000000000009", 1, False, clicks, task_attempt=2)
+    again = pickle.loads(pickle.dumps(retried))  # noqa: S301 (bytes it just wrote)
+    assert again == retried and again.replays and not empty.replays
+
+
+def test_a_retried_task_joins_its_group_as_a_replay() -> None:
+    """A later try of a Spark task may find its first try's registrations: it replays."""
+    first = GroupWork("000000000007", "000000000007", 1, False, [])
+    assert not first.replays
+    assert GroupWork("000000000007", "000000000007", 1, False, [], task_attempt=1).replays
+    assert GroupWork("000000000007", "000000000007", 1, True, []).replays
 
 
 @pytest.mark.parametrize("shards", [2, 4, 6, 64])

@@ -42,7 +42,10 @@ def test_parse_start_accepts_today_now_and_iso() -> None:
         (["gen", "--start", "yesterday-ish"], "not 'today', 'now' or an ISO-8601 time"),
         (["--log-level", "loud", "settings", "show"], "not one of"),
         (["logs", "scan", "--dc", "zz"], None),
-        (["run", "--master", "yarn"], "is not local, local[N], local[*] or spark://host:port"),
+        (
+            ["run", "--master", "yarn"],
+            "is not local, local[N], local[*], local[N,F] or spark://host:port",
+        ),
         (["run", "--until-idle", "0"], "--until-idle"),
         (["join", "--dc", "a", "--until-idle", "-1"], "--until-idle"),
     ],
