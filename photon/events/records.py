@@ -45,6 +45,9 @@ class QuarantineReason(StrEnum):
     TORN_LINE = "torn_line"
     FILE_REPLACED = "file_replaced"
     FILE_ROTATED = "file_rotated"
+    #: A click whose joined record cannot be written (a value that does not fit the
+    #: output schema): found before its registration, never registered.
+    UNWRITABLE = "unwritable"
 
 
 #: What the log reader reports about a file (bytes gone, a line never finished, a
@@ -58,6 +61,10 @@ FILE_REASONS = frozenset(
         QuarantineReason.FILE_ROTATED,
     }
 )
+
+
+#: What the join finds wrong with a click it decoded (its joined record), not the decoder.
+JOIN_REASONS = frozenset({QuarantineReason.UNWRITABLE})
 
 
 class BadLineError(PhotonError, ValueError):

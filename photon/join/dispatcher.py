@@ -105,6 +105,8 @@ class BatchReport:
     filtered: int = 0
     joined: int = 0
     wasted: int = 0
+    #: Clicks whose joined row could not be written: quarantined before registration.
+    unwritable: int = 0
     deferred: int = 0
     behind_reader: int = 0
     unjoinable: int = 0
@@ -345,12 +347,8 @@ class Dispatcher(GroupJoiner):
         metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(len(lines))
         clicks, quarantined = self._decode(lines, report)
         quarantined += truncations
-        report.quarantined = len(quarantined)
-        for record in quarantined:
-            metrics.QUARANTINED_LINES.labels(self.dc, Stream.CLICKS.value, str(record.reason)).inc()
         if quarantined:
-            key = self.output.quarantine(batch, Stream.CLICKS.value, quarantined)
-            report.objects.append(key or "")
+            self._quarantine(batch, quarantined, report)
         # None: the cache may have lost anything. So in a replay, which must search no
         # less than its first try did (what that found, this must find again). W past
         # the loss: a query's time is its ad server's clock, a loss's the hosts'.
@@ -458,12 +456,14 @@ class Dispatcher(GroupJoiner):
         resolved: list[str] = []  # retry-store clicks settled by this batch
         held = list(held)
         not_found: list[JoinClick] = []
+        unwritable: list[QuarantineRecord] = []
         for outcome in outcomes:
             for name in GROUP_COUNTS:
                 setattr(report, name, getattr(report, name) + outcome.counts[name])
             resolved += outcome.resolved
             held += outcome.held
             not_found += outcome.not_found
+            unwritable += outcome.unwritable
             report.objects += outcome.objects
             report.latencies_us += outcome.latencies_us
             report.reader_wait_s = max(report.reader_wait_s, outcome.reader_wait_s)
@@ -491,6 +491,8 @@ class Dispatcher(GroupJoiner):
                 self.register_counters.transactions += outcome.register_transactions
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
+        if unwritable:  # written before they leave the retry store: a crash loses none
+            self._quarantine(batch, unwritable, report)
 
         # Only a click a group searched the logs for may expire: not one kept back.
         read_past = self._read_past(not_found, start.reader_progress_us)
@@ -518,6 +520,17 @@ class Dispatcher(GroupJoiner):
 
         self.retries.remove(resolved)
         self.retries.finish_batch(batch)
+
+    def _quarantine(
+        self, batch: str, records: Sequence[QuarantineRecord], report: BatchReport
+    ) -> None:
+        """Write a batch's quarantine records (those its object lacks: a replay's go to
+        the object's next part) and count them."""
+        report.quarantined += len(records)
+        for record in records:
+            metrics.QUARANTINED_LINES.labels(self.dc, Stream.CLICKS.value, str(record.reason)).inc()
+        key = self.output.quarantine(batch, Stream.CLICKS.value, records)
+        report.objects.append(key or "")
 
     def _read_past(self, clicks: list[JoinClick], progress_us: int) -> set[str]:
         """The clicks the DC's query reader has read far enough past to give up on.

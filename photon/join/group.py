@@ -8,7 +8,9 @@ driver's thread (docs/join.md, "The join on executors"). For its clicks a group:
    looks the rest up in the IdRegistry, skipping those already joined (by any
    DC);
 2. finds each click's query: the CacheEventStore, else the LogsEventStore;
-3. passes (click, query) to the adapter, which may skip the click;
+3. passes (click, query) to the adapter, which may skip the click, and checks
+   each joined row against the output schema: a click whose row cannot be
+   written is quarantined (``unwritable``), never registered;
 4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``;
 5. only then, once its attempt's fence is still open (recovery has not taken
    the attempt's ids over), writes the clicks it registered (``COMMITTED``) as
@@ -41,13 +43,20 @@ import pyarrow as pa
 
 from photon import metrics
 from photon.events.ids import EventId
-from photon.events.records import ClickEvent, QueryEvent, decode_click, decode_query
+from photon.events.records import (
+    ClickEvent,
+    QuarantineReason,
+    QuarantineRecord,
+    QueryEvent,
+    decode_click,
+    decode_query,
+)
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.join.adapter import Adapter, schema_of
 from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
-from photon.join.output import JOINED_BASE, OutputWriter, event_hour
+from photon.join.output import JOINED_BASE, OutputWriter, event_hour, unwritable
 from photon.join.retry import PendingClick
 from registry import IdRegistry, LookupResult, RegisterResult
 from registry.sharding import stable_hash
@@ -70,6 +79,7 @@ GROUP_COUNTS = (
     "filtered",
     "joined",
     "wasted",
+    "unwritable",
 )
 
 
@@ -200,6 +210,8 @@ class GroupOutcome:
     resolved: list[str] = field(default_factory=list)  # settled: leave the retry store
     held: list[PendingClick] = field(default_factory=list)  # another DC's, for the grace
     not_found: list[JoinClick] = field(default_factory=list)  # no query yet: defer or expire
+    #: Clicks whose joined row cannot be written: quarantined, never registered.
+    unwritable: list[QuarantineRecord] = field(default_factory=list)
     too_old_rows: int = 0
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
@@ -332,7 +344,8 @@ class GroupJoiner:
             self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
         found = self._find_queries(pending, now, work.reader_progress_us, out)
 
-        to_register: list[tuple[JoinClick, dict[str, Any]]] = []
+        token = self.token(work.batch)
+        to_register: list[tuple[JoinClick, dict[str, Any]]] = []  # each with its row
         for click in pending:
             query = found.get(str(click.event.query_id))
             if query is None:
@@ -343,9 +356,19 @@ class GroupJoiner:
                 out.counts["filtered"] += 1
                 out.resolved.append(click.line.click_id)
                 continue
-            to_register.append((click, dict(fields)))
+            row = {
+                **fields,
+                "click_id": click.line.click_id,
+                "query_id": str(click.event.query_id),
+                "dc": self.dc,
+                "joined_at_us": now,
+                "token": token,
+            }
+            to_register.append((click, row))
+        # Nothing that can fail the same way twice runs after the commit: a row that
+        # cannot be written is quarantined now, never registered (docs/join.md).
+        to_register, schema = self._writable(to_register, out)
 
-        token = self.token(work.batch)
         rows: list[dict[str, Any]] = []
         too_old_rows = [unjoinable_row(self.dc, c.line, "too_old", now) for c in too_old]
         if to_register:
@@ -361,22 +384,13 @@ class GroupJoiner:
                 self.faults.after_commit(work.batch, first_try=not replay)
             out.register_s = time.perf_counter() - register_started
             out.registered = len(results)
-            for click, fields in to_register:
+            for click, row in to_register:
                 outcome = results.get(click.line.click_id)
                 out.resolved.append(click.line.click_id)
                 if outcome is None:  # another DC registered it since the lookup
                     out.counts["already_joined"] += 1
                 elif outcome is RegisterResult.COMMITTED:
-                    rows.append(
-                        {
-                            **fields,
-                            "click_id": click.line.click_id,
-                            "query_id": str(click.event.query_id),
-                            "dc": self.dc,
-                            "joined_at_us": now,
-                            "token": token,
-                        }
-                    )
+                    rows.append(row)
                     out.latencies_us.append(max(0, now - click.event.click_id.ts_us))
                 elif outcome is RegisterResult.ALREADY_REGISTERED:
                     out.counts["wasted"] += 1
@@ -393,7 +407,7 @@ class GroupJoiner:
             # A zombie of a fenced attempt (recovery took its ids over) writes nothing.
             self.registry.check_fence()
         if rows:
-            out.objects += self.output.joined(work.part, rows, self._schema)
+            out.objects += self.output.joined(work.part, rows, schema)
         out.counts["joined"] = len(rows)
         if too_old_rows:
             out.objects += self.output.unjoinable(work.part, too_old_rows, too_old=True)
@@ -401,6 +415,25 @@ class GroupJoiner:
             self.faults.at_step("written", work.batch)
         out.seconds = time.perf_counter() - started
         return out
+
+    def _writable(
+        self, candidates: list[tuple[JoinClick, dict[str, Any]]], out: GroupOutcome
+    ) -> tuple[list[tuple[JoinClick, dict[str, Any]]], pa.Schema]:
+        """The candidates whose rows the output can hold, and the schema they are written
+        with; the others are quarantined (``unwritable``, with the reason) and settled."""
+        bad, schema = unwritable([row for _, row in candidates], self._schema)
+        if not bad:
+            return candidates, schema
+        for index, reason in sorted(bad.items()):
+            line = candidates[index][0].line
+            out.unwritable.append(
+                QuarantineRecord(
+                    line.file, line.offset, QuarantineReason.UNWRITABLE, reason, line.raw
+                )
+            )
+            out.resolved.append(line.click_id)
+        out.counts["unwritable"] += len(bad)
+        return [c for n, c in enumerate(candidates) if n not in bad], schema
 
     def _skip_registered(
         self, batch: str, clicks: list[JoinClick], replay: bool, out: GroupOutcome

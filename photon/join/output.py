@@ -9,7 +9,8 @@ and event hour.
 * ``too_old/dc=<dc>/hour=<hour>/<attempt>/<batch>.parquet``: clicks below
   their shard's GC boundary;
 * ``quarantine/dc=<dc>/stream=<s>/<attempt>/<batch>.parquet``: lines that
-  could not be used, with file, offset, reason and the raw bytes;
+  could not be used, with file, offset, reason and the raw bytes (a replay's
+  records the object lacks go to its next part, as click rows do);
 * ``superseded/dc=<dc>/hour=<hour>/<run>.parquet``: written by recovery, not by
   a pipeline: marks on DC ``<dc>``'s unjoinable records of clicks whose query
   came after all, each re-injected or found joined (photon.ops.supersede).
@@ -41,7 +42,7 @@ fails the batch, which Spark runs again).
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -193,6 +194,75 @@ def encode(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> bytes:
     return sink.getvalue()
 
 
+#: What building or writing a table of rows raises on a value that does not fit.
+_UNFIT = (pa.ArrowException, ValueError, TypeError, OverflowError)
+
+
+def unwritable(
+    rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None
+) -> tuple[dict[int, str], pa.Schema]:
+    """The rows that cannot be written under ``schema`` (None: inferred from the rows),
+    by index, each with the reason; and the schema to write the others with.
+
+    Checked before a click is registered (docs/join.md, "Why none is lost"): a
+    value that passes decoding and the adapter but does not fit (an integer beyond
+    int64 in an int64 column, a string that is not UTF-8) would fail the write
+    after the commit, and every replay the same way. The rows are built into a
+    table once; only when that fails is each looked at on its own. Without a
+    schema, each row must also fit the types the rows before it set (in order),
+    and the schema returned is the one the rows kept were checked under, written
+    to Parquet here too (an empty struct builds but does not write): any subset of
+    them (the clicks whose registration won) writes under it, where a schema
+    inferred from the subset alone might not.
+    """
+    if schema is not None:
+        if _unfit(rows, schema) is None:
+            return {}, schema
+        bad = {n: r for n, row in enumerate(rows) if (r := _unfit([row], schema)) is not None}
+        return bad, schema
+    try:
+        inferred = pa.Table.from_pylist(list(rows)).schema
+    except _UNFIT:
+        inferred = None
+    if inferred is not None and _unfit(rows, inferred) is None:
+        return {}, inferred
+    bad = {}
+    so_far = pa.schema([])
+    for index, row in enumerate(rows):
+        reason = _unfit([row], None)
+        if reason is None:  # its types against the earlier rows'
+            try:
+                so_far = pa.unify_schemas([so_far, pa.Table.from_pylist([row]).schema])
+            except _UNFIT as exc:
+                reason = f"its types differ from the batch's other rows': {_said(exc)}"
+        if reason is not None:
+            bad[index] = reason
+    kept = [row for n, row in enumerate(rows) if n not in bad]
+    reason = _unfit(kept, so_far)
+    if reason is not None:  # never seen: then none of them is registered
+        bad |= {n: reason for n in range(len(rows)) if n not in bad}
+    return bad, so_far
+
+
+def _unfit(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> str | None:
+    """Why ``rows`` cannot be written together under ``schema`` (None: inferred); None
+    if they can. A given schema of plain types always writes once its table builds;
+    one inferred, or any with nested types, is written to Parquet to be sure."""
+    try:
+        table = pa.Table.from_pylist(list(rows), schema=schema)
+        if schema is None or any(pa.types.is_nested(f.type) for f in table.schema):
+            pq.write_table(table, pa.BufferOutputStream())
+    except _UNFIT as exc:
+        return _said(exc)
+    return None
+
+
+def _said(exc: BaseException) -> str:
+    """An error as one UTF-8 line (a value in it may hold what UTF-8 cannot)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:500]
+
+
 def decode(data: bytes) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
     return rows
@@ -264,14 +334,26 @@ class OutputWriter:
     def quarantine(
         self, batch: str, stream: str, records: Sequence[QuarantineRecord]
     ) -> str | None:
+        """Write a batch's quarantine records; those its object lacks (a replay may
+        report more: a click found unwritable, a file that went meanwhile) go to the
+        object's next part, as click rows do. The key written; None when no records."""
+        if not records:
+            return None
         rows = [{"dc": self.dc, "stream": stream, **r.to_dict()} for r in records]
         key = quarantine_key(self.dc, stream, self.attempt, batch)
-        return self._put(key, rows, QUARANTINE, "quarantine")
+        return self._put_clicks(key, rows, QUARANTINE, "quarantine", identity=_quarantined)
 
     def _put_clicks(
-        self, key: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema, kind: str
+        self,
+        key: str,
+        rows: Sequence[Mapping[str, Any]],
+        schema: pa.Schema,
+        kind: str,
+        *,
+        identity: Callable[[Mapping[str, Any]], object] = lambda row: row["click_id"],
     ) -> str:
-        """Write a batch's click rows: the rows its existing parts lack go to its next part.
+        """Write a batch's rows: the rows its existing parts lack (by ``identity``, a
+        click's id by default) go to its next part.
 
         Returns the key of the part written, or of the first part when nothing was new.
         """
@@ -283,19 +365,14 @@ class OutputWriter:
                 metrics.OUTPUT_OBJECTS.labels(self.dc, kind).inc()
                 return part_key
             data = self.store.get(part_key)
-            written = {r["click_id"] for r in decode(data)} if data is not None else set()
-            remaining = [r for r in remaining if r["click_id"] not in written]
+            written = {identity(r) for r in decode(data)} if data is not None else set()
+            remaining = [r for r in remaining if identity(r) not in written]
             if not remaining:
                 metrics.OUTPUT_OBJECTS.labels(self.dc, "skipped").inc()
                 return key
             part += 1
 
-    def _put(
-        self, key: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema, kind: str
-    ) -> str | None:
-        """Write ``rows`` under ``key`` unless it exists; the key, or None when no rows."""
-        if not rows:
-            return None
-        wrote = self.store.put(key, encode(rows, schema), if_absent=True)
-        metrics.OUTPUT_OBJECTS.labels(self.dc, kind if wrote else "skipped").inc()
-        return key
+
+def _quarantined(row: Mapping[str, Any]) -> tuple[str, int, str]:
+    """What a quarantine row is about: a stretch of a file, and why."""
+    return (row["file"], row["offset"], row["reason"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.join.adapter import AdClickAdapter
+from photon.join.adapter import Adapter, AdClickAdapter
 from photon.join.cache import CacheEventStore, CacheLossWatch
 from photon.join.dispatcher import Dispatcher, DispatchPolicy
 from photon.join.group import GroupParts, JoinPolicy
@@ -113,6 +113,7 @@ def make_dc(
         join_groups: int = 3,
         reader_attempt: str | None = None,
         watch_clicks: bool = False,
+        adapter: Adapter | None = None,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -150,7 +151,7 @@ def make_dc(
                 cache=cache,
                 logs=logs,
                 output=output,
-                adapter=AdClickAdapter(),
+                adapter=adapter or AdClickAdapter(),
             ),
             retries,
             JoinPolicy(

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from photon.events.ids import EventId
-from photon.events.records import FILE_REASONS, QuarantineReason, Stream
+from photon.events.records import FILE_REASONS, JOIN_REASONS, QuarantineReason, Stream
 from photon.logs.scan import scan_dc
 from photon.tooling.gen.model import GenConfig
 from photon.tooling.gen.simulator import LogsNotEmptyError, load_manifest, simulate, write
@@ -79,7 +79,7 @@ def test_the_manifest_counts_match_the_files(tmp_path: Path) -> None:
                 path = tmp_path / dc / stream / name
                 assert path.stat().st_size == stats.bytes
                 assert path.read_bytes().count(b"\n") == stats.lines
-    assert kinds_seen == {r.value for r in QuarantineReason} - FILE_REASONS
+    assert kinds_seen == {r.value for r in QuarantineReason} - FILE_REASONS - JOIN_REASONS
 
 
 def test_no_two_events_of_one_server_process_share_a_timestamp() -> None:
