@@ -4,7 +4,8 @@ For an event-time window of clicks (by the timestamp in ``click_id``):
 
 * **completeness**: the clicks in every DC's input logs (decoded as the
   joiner decodes them; duplicates of a line count once) against the joined
-  output of every DC, the unjoinable and too-old outputs, the clicks still
+  output of every DC, the unjoinable and too-old outputs, the clicks a joiner
+  quarantined as ``unwritable`` (their record cannot be written), the clicks still
   waiting in the joiners' retry stores, and the registry. ``missing`` is a
   click in no output and not waiting; ``lost`` is an id registered with a
   token but in no output (what :mod:`photon.ops.recover` repairs);
@@ -44,7 +45,13 @@ from photon.logs.reader import GrowingLogReader
 from photon.logs.scan import decoded_clicks
 from photon.ops.params import Window
 from photon.ops.supersede import UnjoinableRecord, late_clicks, unjoinable_state
-from photon.ops.window_output import ids_in_window, in_window, ts_us, window_keys
+from photon.ops.window_output import (
+    ids_in_window,
+    in_window,
+    ts_us,
+    unwritable_in_window,
+    window_keys,
+)
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import EventId, IdRegistry
@@ -93,6 +100,8 @@ class Outputs:
     superseded: set[str] = field(default_factory=set)
     #: the standing records of ``unjoinable``, by click
     records: dict[str, UnjoinableRecord] = field(default_factory=dict)
+    #: quarantined by a joiner: their joined record could not be written (never registered)
+    unwritable: set[str] = field(default_factory=set)
 
 
 def read_outputs(store: ObjectStore, window: Window) -> Outputs:
@@ -111,6 +120,7 @@ def read_outputs(store: ObjectStore, window: Window) -> Outputs:
     return Outputs(
         joined, set(state.current), ids_in_window(store, "too_old", window), joined_in,
         superseded=state.superseded, records=state.current,
+        unwritable=unwritable_in_window(store, window),
     )  # fmt: skip
 
 
@@ -154,6 +164,8 @@ class Completeness:
     joined_and_unjoinable: int = 0
     #: unjoinable records recovery superseded (joinable after all: counted as joinable)
     superseded: int = 0
+    #: quarantined by a joiner, their joined record unwritable (a value beyond the schema)
+    unwritable: int = 0
     missing_sample: list[str] = field(default_factory=list)
     lost_sample: list[str] = field(default_factory=list)
     #: samples of both kinds: recovery re-injects the first kind, marks both superseded
@@ -185,7 +197,7 @@ def completeness(
 ) -> Completeness:
     """``with_query``: the unjoinable clicks whose query is in a DC's logs now
     (:func:`photon.ops.supersede.late_clicks`); a superseded click is joinable."""
-    settled = outputs.unjoinable | outputs.too_old
+    settled = outputs.unjoinable | outputs.too_old | outputs.unwritable
     count = count_joins(outputs.joined, inputs, settled=settled | pending)
     joined = {r["click_id"] for r in outputs.joined}
     lost = sorted(set(registered) - joined - settled)
@@ -210,6 +222,7 @@ def completeness(
         unjoinable_with_query=len(late),
         joined_and_unjoinable=len(both),
         superseded=len(outputs.superseded),
+        unwritable=len(outputs.unwritable & set(inputs)),
         missing_sample=count.missing_ids[:sample],
         lost_sample=lost[:sample],
         unjoinable_with_query_sample=late[:sample],

@@ -9,7 +9,10 @@ How it fails: see :mod:`photon.storage` (bounded retries, then an error).
 
 from __future__ import annotations
 
-from photon.join.output import click_ids_in, window_prefixes
+import base64
+
+from photon.events.records import QuarantineReason, Stream, decode_click
+from photon.join.output import click_ids_in, output_prefix, window_prefixes
 from photon.ops.params import Window
 from photon.storage import ObjectStore
 
@@ -34,3 +37,30 @@ def ids_in_window(store: ObjectStore, kind: str, window: Window) -> set[str]:
     """The ids of ``kind``'s clicks in the window, read from the window's objects only."""
     ids = click_ids_in(store, window_keys(store, kind, window))
     return {click for click in ids if in_window(click, window)}
+
+
+def unwritable_in_window(store: ObjectStore, window: Window) -> set[str]:
+    """The ids of the window's clicks quarantined as ``unwritable`` (their joined record
+    could not be written: never registered, never joined; docs/join.md).
+
+    Quarantine objects are laid out by batch, not by hour: this reads the reason and
+    the raw line of every click quarantine object of every DC. They are few (a batch
+    writes one only when it had bad lines).
+    """
+    keys = [
+        key
+        for dc in store.folders(output_prefix("quarantine"))
+        for key in store.keys(f"{dc}stream={Stream.CLICKS.value}/")
+    ]
+    table = store.read_parquet(keys, columns=["reason", "raw_b64"])
+    if not table.num_rows:
+        return set()
+    ids: set[str] = set()
+    for reason, raw in zip(
+        table.column("reason").to_pylist(), table.column("raw_b64").to_pylist(), strict=True
+    ):
+        if reason == QuarantineReason.UNWRITABLE.value:
+            click_id = str(decode_click(base64.b64decode(raw)).click_id)
+            if in_window(click_id, window):
+                ids.add(click_id)
+    return ids

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
 from typing import Any, NoReturn
@@ -20,6 +21,8 @@ from photon.events.records import ClickEvent, QueryEvent
 from photon.faults import FaultInjector
 from photon.join.output import decode
 from photon.logs.reader import LogLine
+from photon.ops.params import Window
+from photon.ops.window_output import unwritable_in_window
 from photon.settings import FaultSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry, LookupResult
@@ -107,6 +110,10 @@ def test_a_value_beyond_the_output_schema_is_quarantined_never_registered(
     assert all(r["file"] == "c.0.log" and "Overflow" in r["detail"] for r in unwritable)
     assert [r["reason"] for r in quarantined].count("invalid_json") == 1
     assert a.retries.pending() == 0 and not a.retries.unfinished_batches()
+    # verification counts them as settled (quarantined), not as missing
+    start = datetime.fromtimestamp(START_US / S, UTC)
+    window = Window(start=start, end=start + timedelta(hours=1))
+    assert unwritable_in_window(store, window) == {click_id(n) for n in poison}
 
 
 class PassThrough:

@@ -92,6 +92,14 @@ def test_a_superseded_click_not_joined_yet_is_missing() -> None:
     assert waiting.missing == 0 and waiting.complete
 
 
+def test_a_click_quarantined_as_unwritable_is_settled_and_counted_not_missing() -> None:
+    inputs = {cid(n): qid(n) for n in range(3)}
+    outputs = Outputs([row(0)], set(), set(), unwritable={cid(1), cid(2)})
+    result = completeness(inputs, outputs, {cid(0): "a/x/1"}, pending=set())
+    assert (result.unwritable, result.missing, result.lost) == (2, 0, 0)
+    assert result.complete and result.complete_pct == 100.0
+
+
 def test_the_frame_carries_latency_and_whether_the_query_matches_the_input() -> None:
     frame = joined_frame([row(0), row(1, query=5)], {cid(0): qid(0), cid(1): qid(1)})
     assert list(frame["latency_s"]) == [2.0, 2.0]
