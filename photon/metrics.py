@@ -51,7 +51,10 @@ CLICKS = Counter(
     "joined, already_joined (found in the registry "
     "before joining), wasted (joined, then another attempt had registered it), too_old, "
     "filtered (the adapter skipped it), deferred (to the retry store), behind_reader (deferred "
-    "past the retry limits: the query reader has not read past its query yet), unjoinable.",
+    "past the retry limits: the query reader has not read past its query yet), unjoinable, "
+    "unwritable (its joined record cannot be written: quarantined before registration), "
+    "too_new (stamped beyond the registry's clock plus the maximum skew: held until in "
+    "range), future_stamped (beyond shards.max_future_s: quarantined).",
     ["dc", "outcome"],
 )
 OUTPUT_OBJECTS = Counter(

@@ -27,6 +27,8 @@ def connect_registry(settings: PhotonSettings, **overrides: Any) -> IdRegistry:
         "auth": auth,
         "max_ops_per_txn": zk.max_ops_per_txn,
         "max_in_flight": zk.max_in_flight,
+        # Ids stamped further ahead are held, not registered (docs/join.md, "Time").
+        "max_clock_skew_s": settings.shards.max_clock_skew_s,
     }
     root = overrides.pop("root", zk.root)
     return IdRegistry.connect(settings.zk_hosts, root, **(options | overrides))

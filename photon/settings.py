@@ -180,7 +180,23 @@ class RedisSettings(_Section):
 
 class ShardSettings(_Section):
     default_count: Annotated[int, Field(ge=1, le=4096)] = 8
+    #: How far ahead of ZooKeeper's clock an event may be stamped and still be
+    #: registered; one stamped further is held until it is in range, and no
+    #: resharding epoch starts sooner than this after it is appended (docs/join.md,
+    #: "Time"). Also how far ahead of its own clock the query reader's progress may go.
     max_clock_skew_s: PositiveSeconds = 60.0
+    #: An event stamped further ahead of ZooKeeper's clock than this is quarantined
+    #: (``future_stamped``) instead of held: no ad server's clock is that wrong.
+    max_future_s: Annotated[float, Field(gt=0, le=366 * 86_400)] = 86_400.0
+
+    @model_validator(mode="after")
+    def _check_future(self) -> Self:
+        if self.max_future_s < self.max_clock_skew_s:
+            raise ValueError(
+                f"max_future_s ({self.max_future_s}) must be at least max_clock_skew_s "
+                f"({self.max_clock_skew_s})"
+            )
+        return self
 
 
 class LogFileMapSettings(_Section):

@@ -13,6 +13,9 @@ shards, between that read and the commit fails the transaction; the next
 round reads them again. Buckets are created only at or above the boundary
 just read. (``lookup`` answers from the watched boundary: a lagging one says
 ``ABSENT`` where ``TOO_OLD`` is true, and ``register`` then refuses the id.)
+An id stamped beyond ZooKeeper's now plus ``max_clock_skew_s`` (when set) is
+answered ``TOO_NEW`` and not written: epochs start at least that far ahead when
+appended, so no registered id can ever change shard.
 ``registered`` lists a window's ids with their tokens (verification,
 recovery); ``announce`` keeps
 an ephemeral ``members/<name>`` node saying which sharding config version a
@@ -103,6 +106,10 @@ class RegisterResult(StrEnum):
     COMMITTED = "committed"
     ALREADY_REGISTERED = "already_registered"
     TOO_OLD = "too_old"
+    #: Stamped beyond ZooKeeper's now plus the maximum clock skew: not written. An epoch
+    #: appended later starts at or after that bound, so no id registered can change
+    #: shard; the caller holds the id until it is in range.
+    TOO_NEW = "too_new"
 
 
 class LookupResult(StrEnum):
@@ -207,6 +214,7 @@ class IdRegistry:
         retry: RetryLimits,
         max_ops_per_txn: int,
         max_in_flight: int,
+        max_clock_skew_us: int | None = None,
     ) -> None:
         if not 1 <= max_ops_per_txn <= 10_000:
             raise ValueError(f"max_ops_per_txn must be in 1..10000, not {max_ops_per_txn}")
@@ -218,6 +226,12 @@ class IdRegistry:
         self._retry = retry.kazoo_retry()
         self.max_ops_per_txn = max_ops_per_txn
         self.max_in_flight = max_in_flight
+        if max_clock_skew_us is not None and max_clock_skew_us <= 0:
+            raise ValueError(f"max_clock_skew_us must be positive, not {max_clock_skew_us}")
+        #: Ids stamped beyond ZooKeeper's now plus this are not registered (None: any).
+        self.max_clock_skew_us = max_clock_skew_us
+        #: The newest time read from ZooKeeper's clock by this client (0: none yet).
+        self.zk_now_seen_us = 0
         self._lock = threading.Lock()
         self._config: ShardingConfig | None = None
         self._closing = False
@@ -247,11 +261,14 @@ class IdRegistry:
         auth: tuple[str, str] | None = None,
         max_ops_per_txn: int = 1000,
         max_in_flight: int = 8,
+        max_clock_skew_s: float | None = None,
     ) -> IdRegistry:
         """Connect, and create the registry's config on first use.
 
         ``auth`` = (user, password): every znode created gets a digest ACL for
-        that user only, and this client authenticates with it.
+        that user only, and this client authenticates with it. ``max_clock_skew_s``:
+        ids stamped further ahead of ZooKeeper's clock are answered ``TOO_NEW``
+        by :meth:`register` (None: no bound; the pipelines always set one).
         """
         limits = retry or RetryLimits()
         host_list = hosts.split(",") if isinstance(hosts, str) else list(hosts)
@@ -285,8 +302,14 @@ class IdRegistry:
             raise RegistryUnavailableError(
                 f"no ZooKeeper server of {hosts} answered within {connect_timeout_s} s"
             ) from exc
+        skew_us = None if max_clock_skew_s is None else int(max_clock_skew_s * 1_000_000)
         registry = cls(
-            client, root, retry=limits, max_ops_per_txn=max_ops_per_txn, max_in_flight=max_in_flight
+            client,
+            root,
+            retry=limits,
+            max_ops_per_txn=max_ops_per_txn,
+            max_in_flight=max_in_flight,
+            max_clock_skew_us=skew_us,
         )
         client.add_listener(registry._on_state)
         try:
@@ -377,6 +400,13 @@ class IdRegistry:
         """
         if max_skew_s <= 0:
             raise ValueError(f"max_skew_s must be positive, not {max_skew_s}")
+        if self.max_clock_skew_us is not None and max_skew_s * 1_000_000 < self.max_clock_skew_us:
+            # Ids up to ZooKeeper's now plus that skew may be registered already: an
+            # epoch starting sooner could move one of them to another shard.
+            raise ValueError(
+                f"max_skew_s ({max_skew_s}) is below the maximum clock skew ids are "
+                f"registered within ({self.max_clock_skew_us / 1_000_000} s)"
+            )
         now = now_us if now_us is not None else self.zk_now_us()
         data, stat = self._call(self._zk.get, self.layout.config)
         current = ShardingConfig.from_json(data, stat.version)
@@ -410,7 +440,9 @@ class IdRegistry:
             with contextlib.suppress(NodeExistsError):
                 self._call(self._zk.create, path, b"")
             stat = self._call(self._zk.set, path, b"")
-        return int(stat.mtime) * 1000
+        now = int(stat.mtime) * 1000
+        self.zk_now_seen_us = max(self.zk_now_seen_us, now)
+        return now
 
     # -- GC boundaries ------------------------------------------------------------
 
@@ -553,6 +585,7 @@ class IdRegistry:
         self.counters.calls += 1
         self.counters.ids += len(ops)
         results: dict[str, RegisterResult] = {}
+        ops = self._in_range(ops, results)
         attempts = 0
         txn_size = self.max_ops_per_txn
         while ops:
@@ -582,6 +615,31 @@ class IdRegistry:
             # unless GC or resharding moves on every round (then: unavailable).
             txn_size = max(1, txn_size // 4)
         return results
+
+    def _in_range(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
+        """The ops whose ids are stamped no further ahead than ZooKeeper's now plus the
+        maximum clock skew; the others are answered ``TOO_NEW``.
+
+        An epoch starts at ZooKeeper's now plus at least that skew when it is
+        appended (:meth:`append_epoch`), so an id registered within the bound is
+        before every epoch appended later: its shard never changes. Ids within the
+        bound of the newest clock this client read pass without a read (ZooKeeper's
+        clock has moved on since, which only widens the bound); otherwise the clock
+        is read once, fresh.
+        """
+        if self.max_clock_skew_us is None or not ops:
+            return ops
+        newest = max(op.event_id.ts_us for op in ops)
+        if newest > self.zk_now_seen_us + self.max_clock_skew_us:
+            self.zk_now_us()
+        bound = self.zk_now_seen_us + self.max_clock_skew_us
+        in_range: list[_Op] = []
+        for op in ops:
+            if op.event_id.ts_us > bound:
+                results[op.key] = RegisterResult.TOO_NEW
+            else:
+                in_range.append(op)
+        return in_range
 
     def _plan(
         self, items: Iterable[tuple[str | EventId, str]], config: ShardingConfig

@@ -48,6 +48,9 @@ class QuarantineReason(StrEnum):
     #: A click whose joined record cannot be written (a value that does not fit the
     #: output schema): found before its registration, never registered.
     UNWRITABLE = "unwritable"
+    #: A click stamped further ahead of ZooKeeper's clock than ``shards.max_future_s``:
+    #: no ad server's clock is that wrong (one less far ahead is held until in range).
+    FUTURE_STAMPED = "future_stamped"
 
 
 #: What the log reader reports about a file (bytes gone, a line never finished, a
@@ -64,7 +67,7 @@ FILE_REASONS = frozenset(
 
 
 #: What the join finds wrong with a click it decoded (its joined record), not the decoder.
-JOIN_REASONS = frozenset({QuarantineReason.UNWRITABLE})
+JOIN_REASONS = frozenset({QuarantineReason.UNWRITABLE, QuarantineReason.FUTURE_STAMPED})
 
 
 class BadLineError(PhotonError, ValueError):

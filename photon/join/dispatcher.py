@@ -107,6 +107,10 @@ class BatchReport:
     wasted: int = 0
     #: Clicks whose joined row could not be written: quarantined before registration.
     unwritable: int = 0
+    #: Clicks stamped beyond the registry's clock plus the skew: held until in range.
+    too_new: int = 0
+    #: Clicks stamped beyond ``shards.max_future_s``: quarantined.
+    future_stamped: int = 0
     deferred: int = 0
     behind_reader: int = 0
     unjoinable: int = 0
@@ -137,6 +141,9 @@ class BatchReport:
             )
         }
 
+
+#: A click the registry found stamped too far ahead comes back no sooner than this.
+_TOO_NEW_RECHECK_US = 1_000_000
 
 #: Latencies kept for the run's percentiles (the newest, when there are more).
 _LATENCY_SAMPLE = 200_000
@@ -456,14 +463,16 @@ class Dispatcher(GroupJoiner):
         resolved: list[str] = []  # retry-store clicks settled by this batch
         held = list(held)
         not_found: list[JoinClick] = []
-        unwritable: list[QuarantineRecord] = []
+        quarantined: list[QuarantineRecord] = []
+        too_new: list[tuple[PendingClick, int]] = []
         for outcome in outcomes:
             for name in GROUP_COUNTS:
                 setattr(report, name, getattr(report, name) + outcome.counts[name])
             resolved += outcome.resolved
             held += outcome.held
             not_found += outcome.not_found
-            unwritable += outcome.unwritable
+            quarantined += outcome.quarantined
+            too_new += outcome.too_new
             report.objects += outcome.objects
             report.latencies_us += outcome.latencies_us
             report.reader_wait_s = max(report.reader_wait_s, outcome.reader_wait_s)
@@ -491,8 +500,10 @@ class Dispatcher(GroupJoiner):
                 self.register_counters.transactions += outcome.register_transactions
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
-        if unwritable:  # written before they leave the retry store: a crash loses none
-            self._quarantine(batch, unwritable, report)
+        if quarantined:  # written before they leave the retry store: a crash loses none
+            self._quarantine(batch, quarantined, report)
+        for line, in_range_us in too_new:  # held until in range, without counting a try
+            self.retries.hold([line], now, max(in_range_us, now + _TOO_NEW_RECHECK_US))
 
         # Only a click a group searched the logs for may expire: not one kept back.
         read_past = self._read_past(not_found, start.reader_progress_us)
@@ -649,6 +660,9 @@ class Dispatcher(GroupJoiner):
             "filtered",
             "joined",
             "wasted",
+            "unwritable",
+            "too_new",
+            "future_stamped",
             "deferred",
             "behind_reader",
             "unjoinable",

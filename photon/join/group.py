@@ -11,7 +11,9 @@ driver's thread (docs/join.md, "The join on executors"). For its clicks a group:
 3. passes (click, query) to the adapter, which may skip the click, and checks
    each joined row against the output schema: a click whose row cannot be
    written is quarantined (``unwritable``), never registered;
-4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``;
+4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``
+   (the registry refuses ids stamped beyond its clock plus the maximum skew:
+   such a click is held until in range, or quarantined when absurdly far ahead);
 5. only then, once its attempt's fence is still open (recovery has not taken
    the attempt's ids over), writes the clicks it registered (``COMMITTED``) as
    the group's object, ``<batch>.g<group>`` (``<batch>`` when the batch is one
@@ -80,6 +82,8 @@ GROUP_COUNTS = (
     "joined",
     "wasted",
     "unwritable",
+    "too_new",
+    "future_stamped",
 )
 
 
@@ -210,8 +214,12 @@ class GroupOutcome:
     resolved: list[str] = field(default_factory=list)  # settled: leave the retry store
     held: list[PendingClick] = field(default_factory=list)  # another DC's, for the grace
     not_found: list[JoinClick] = field(default_factory=list)  # no query yet: defer or expire
-    #: Clicks whose joined row cannot be written: quarantined, never registered.
-    unwritable: list[QuarantineRecord] = field(default_factory=list)
+    #: Clicks quarantined by the group, never registered: their joined row cannot be
+    #: written, or they are stamped beyond any sane clock (``future_stamped``).
+    quarantined: list[QuarantineRecord] = field(default_factory=list)
+    #: Clicks stamped ahead of the registry's clock by more than its skew, each with the
+    #: time (on the clicks' clock) from which it may be in range: held until then.
+    too_new: list[tuple[PendingClick, int]] = field(default_factory=list)
     too_old_rows: int = 0
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
@@ -274,6 +282,8 @@ class JoinPolicy:
     skip_fresh_logs_s: float = 0.0
     reader_wait_s: float = 0.0
     logmap_refresh_s: float = 1.0
+    #: A click stamped further ahead of the registry's clock is quarantined, not held.
+    max_future_s: float = 86_400.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -282,6 +292,7 @@ class JoinPolicy:
             "skip_fresh_logs_s",
             "reader_wait_s",
             "logmap_refresh_s",
+            "max_future_s",
         ):
             value = getattr(self, name)
             if value < 0:
@@ -314,6 +325,7 @@ class GroupJoiner:
         self.skip_fresh_logs_us = int(policy.skip_fresh_logs_s * 1_000_000)
         self.reader_wait_s = policy.reader_wait_s
         self.logmap_refresh_s = policy.logmap_refresh_s
+        self.max_future_us = int(policy.max_future_s * 1_000_000)
         self.sleep = sleep
         adapter_schema = schema_of(parts.adapter)
         self._schema: pa.Schema | None = (
@@ -394,6 +406,9 @@ class GroupJoiner:
                     out.latencies_us.append(max(0, now - click.event.click_id.ts_us))
                 elif outcome is RegisterResult.ALREADY_REGISTERED:
                     out.counts["wasted"] += 1
+                elif outcome is RegisterResult.TOO_NEW:
+                    out.resolved.pop()  # held, or quarantined (then settled after all)
+                    self._too_new(click, out)
                 else:
                     out.counts["too_old"] += 1
                     too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))
@@ -416,6 +431,31 @@ class GroupJoiner:
         out.seconds = time.perf_counter() - started
         return out
 
+    def _too_new(self, click: JoinClick, out: GroupOutcome) -> None:
+        """A click the registry found stamped too far ahead of its clock (beyond
+        ``shards.max_clock_skew_s``): held until it is in range, or quarantined
+        (``future_stamped``) when beyond ``shards.max_future_s`` (docs/join.md, "Time")."""
+        ts_us = click.event.click_id.ts_us
+        skew_us = self.registry.max_clock_skew_us or 0
+        if ts_us - self.registry.zk_now_seen_us > self.max_future_us:
+            ahead_s = (ts_us - self.registry.zk_now_seen_us) / 1_000_000
+            line = click.line
+            out.quarantined.append(
+                QuarantineRecord(
+                    line.file,
+                    line.offset,
+                    QuarantineReason.FUTURE_STAMPED,
+                    f"stamped {ahead_s:.0f} s ahead of the registry's clock, beyond "
+                    f"shards.max_future_s ({self.max_future_us / 1_000_000:.0f} s)",
+                    line.raw,
+                )
+            )
+            out.resolved.append(line.click_id)
+            out.counts["future_stamped"] += 1
+        else:
+            out.too_new.append((click.line, ts_us - skew_us))
+            out.counts["too_new"] += 1
+
     def _writable(
         self, candidates: list[tuple[JoinClick, dict[str, Any]]], out: GroupOutcome
     ) -> tuple[list[tuple[JoinClick, dict[str, Any]]], pa.Schema]:
@@ -426,7 +466,7 @@ class GroupJoiner:
             return candidates, schema
         for index, reason in sorted(bad.items()):
             line = candidates[index][0].line
-            out.unwritable.append(
+            out.quarantined.append(
                 QuarantineRecord(
                     line.file, line.offset, QuarantineReason.UNWRITABLE, reason, line.raw
                 )

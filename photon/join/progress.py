@@ -20,6 +20,13 @@ files that still matter:
 * a file read to its end and idle for longer: nothing more is coming from
   it; it does not hold the progress back.
 
+A query stamped further ahead of the reader's clock (when read) than
+``max_ahead_us`` (``shards.max_clock_skew_s``) counts as stamped that far ahead,
+and the progress never passes the reader's clock plus that: one query from an ad
+server whose clock runs a day ahead would otherwise move the progress a day
+ahead for good, and let a stopped or lagging reader's clicks expire as
+unjoinable.
+
 With every file read and idle, everything written so far was read: the
 progress is the newest event time read, or the reader's clock less
 ``idle``, whichever is later — unless the DC's click files grew within
@@ -91,12 +98,24 @@ class ReadLine:
 class ReaderProgress:
     """The query reader's side: per-file views in, a monotone progress out."""
 
-    def __init__(self, state_dir: Path, *, order_bound_us: int, idle_us: int) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        order_bound_us: int,
+        idle_us: int,
+        max_ahead_us: int | None = None,
+    ) -> None:
         if order_bound_us < 0 or idle_us <= 0:
             raise ValueError("order_bound_us must be >= 0 and idle_us > 0")
+        if max_ahead_us is not None and max_ahead_us <= 0:
+            raise ValueError("max_ahead_us must be > 0")
         self.state_dir = state_dir
         self.order_bound_us = order_bound_us
         self.idle_us = idle_us
+        #: A query counts as stamped at most this far ahead of the reader's clock when
+        #: it was read (``shards.max_clock_skew_s``; None: as stamped).
+        self.max_ahead_us = max_ahead_us
         self.files: dict[str, FileView] = {}
         #: The DC's click files, by name: only ``size`` and ``grown_at_us`` are used.
         self.click_files: dict[str, FileView] = {}
@@ -106,13 +125,20 @@ class ReaderProgress:
         self._saved: dict[str, object] | None = None  # what the state file holds
         self._load()
 
-    def observe(self, lines: Iterable[ReadLine]) -> None:
-        """Take a batch's lines into the per-file views (a replay changes nothing)."""
+    def observe(self, lines: Iterable[ReadLine], now_us: int | None = None) -> None:
+        """Take a batch's lines, read at ``now_us``, into the per-file views (a replay
+        changes nothing). A line stamped further ahead of ``now_us`` than
+        ``max_ahead_us`` counts as stamped that far ahead: an ad server whose clock
+        runs a day ahead must not prove that every query up to tomorrow was read."""
+        ceiling = (
+            None if now_us is None or self.max_ahead_us is None else now_us + self.max_ahead_us
+        )
         for line in lines:
             view = self.files.setdefault(line.file, FileView())
             view.read_end = max(view.read_end, line.end)
             if line.ts_us is not None:
-                view.max_ts_us = max(view.max_ts_us or line.ts_us, line.ts_us)
+                ts_us = line.ts_us if ceiling is None else min(line.ts_us, ceiling)
+                view.max_ts_us = max(view.max_ts_us or ts_us, ts_us)
 
     def advance(
         self,
@@ -149,6 +175,8 @@ class ReaderProgress:
             computed = newest
         else:
             computed = max(newest, now_us - self.idle_us)
+        if self.max_ahead_us is not None:  # never past the reader's own clock plus the skew
+            computed = min(computed, now_us + self.max_ahead_us)
         self.progress_us = max(self.progress_us, computed)
         return self.progress_us
 

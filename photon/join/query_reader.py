@@ -180,7 +180,7 @@ class QueryReader:
             # Only after the batch's queries are in both stores: a joiner trusting the
             # progress must be able to find every query before it.
             with self._lock:
-                self.progress.observe(read)
+                self.progress.observe(read, self.clock())
             report.progress_us = self.publish_progress(batch)
         metrics.QUERIES_CACHED.labels(self.dc).inc(report.cached)
         metrics.LOGMAP_ENTRIES.labels(self.dc).inc(len(entries))

@@ -140,6 +140,7 @@ def join_policy(settings: PhotonSettings) -> JoinPolicy:
         affinity_max_age_s=settings.pipeline.affinity_max_age_s,
         skip_fresh_logs_s=settings.log_file_map.skip_fresh_s,
         reader_wait_s=settings.pipeline.reader_wait_s,
+        max_future_s=settings.shards.max_future_s,
     )
 
 
@@ -241,6 +242,7 @@ def build_query_reader(settings: PhotonSettings, dc: str) -> QueryReaderApp:
                 state_dir,
                 order_bound_us=int(settings.pipeline.query_order_bound_s * 1_000_000),
                 idle_us=int(settings.pipeline.query_file_idle_s * 1_000_000),
+                max_ahead_us=int(settings.shards.max_clock_skew_s * 1_000_000),
             ),
             queries_dir=settings.dc_logs(dc) / "queries",
             clicks_dir=settings.dc_logs(dc) / "clicks",

@@ -400,3 +400,27 @@ def test_a_restarted_pipeline_stays_announced_after_its_old_session_ends(
     assert operator.members()["joiner-a-1234"]["pid"] == 2
     restarted.announce("joiner-a-1234", {"pid": 2})  # announcing again: still its own
     assert operator.members()["joiner-a-1234"]["pid"] == 2
+
+
+def test_an_id_stamped_beyond_zookeepers_clock_plus_the_skew_is_refused_until_in_range(
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the host's clock says: the bound is ZooKeeper's now plus the skew."""
+    reg = connect(max_clock_skew_s=2)
+    monkeypatch.setattr(time, "time_ns", lambda: 0)  # this host's clock: no help
+    zk_now = reg.zk_now_us()
+    near, far = (
+        str(EventId("10.9.0.1", 7, zk_now + 1_000_000)),
+        str(EventId("10.9.0.1", 7, zk_now + 4_000_000)),
+    )
+    assert reg.register([(near, "a"), (far, "a")]) == {
+        near: RegisterResult.COMMITTED,
+        far: RegisterResult.TOO_NEW,
+    }
+    assert reg.lookup([far]) == {far: LookupResult.ABSENT}  # nothing written
+    while reg.zk_now_us() < zk_now + 2_100_000:  # ZooKeeper's clock catches up with it
+        time.sleep(0.1)
+    assert reg.register([(far, "a")]) == {far: RegisterResult.COMMITTED}
+    assert connect().register([(far, "b")]) == {far: RegisterResult.ALREADY_REGISTERED}
+    with pytest.raises(ValueError, match="below the maximum clock skew"):
+        reg.append_epoch(8, max_skew_s=1)  # could start before an id registered already

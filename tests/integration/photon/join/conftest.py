@@ -29,6 +29,7 @@ from registry import IdRegistry
 W_US = 2_000_000
 ORDER_BOUND_US = 5_000_000
 FILE_IDLE_US = 30_000_000
+MAX_AHEAD_US = 60_000_000  # shards.max_clock_skew_s
 M_BYTES = 64 * 1024
 RETRY = RetrySettings(
     initial_backoff_s=1, max_backoff_s=4, multiplier=2, jitter=0.1, max_attempts=3, max_age_s=30
@@ -131,7 +132,10 @@ def make_dc(
             output=output,
             builder=LogFileMapBuilder(W_US, M_BYTES),
             progress=ReaderProgress(
-                reader_state, order_bound_us=ORDER_BOUND_US, idle_us=FILE_IDLE_US
+                reader_state,
+                order_bound_us=ORDER_BOUND_US,
+                idle_us=FILE_IDLE_US,
+                max_ahead_us=MAX_AHEAD_US,
             ),
             queries_dir=logs_root / dc / "queries",
             clicks_dir=logs_root / dc / "clicks" if watch_clicks else None,

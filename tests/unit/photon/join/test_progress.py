@@ -225,3 +225,30 @@ def test_it_is_settled_once_every_file_is_read_and_idle(progress: ReaderProgress
     assert not progress.settled(at(T0 + IDLE, {"a.log": 150}), T0 + IDLE)  # more to read
     assert progress.settled(at(T0 + IDLE, {"a.log": 100}), T0 + IDLE)
     assert not progress.settled(at(T0 + IDLE, {"a.log": 100, "b.log": 10}), T0 + IDLE)  # a new file
+
+
+def test_a_query_stamped_a_day_ahead_moves_the_progress_no_further_than_the_skew(
+    tmp_path: Path,
+) -> None:
+    skew = 60 * S
+    progress = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE, max_ahead_us=skew)
+    day = 86_400 * S
+    progress.observe([ReadLine("q.1.log", 100, T0), ReadLine("q.1.log", 200, T0 + day)], T0)
+    progress.observe([ReadLine("q.2.log", 100, T0 + S)], T0)
+    # q.1 read to its end and idle, q.2 too: everything written so far was read
+    later = T0 + 10 * IDLE
+    assert progress.advance(at(T0, {"q.1.log": 200, "q.2.log": 100}), later) == later - IDLE
+    # the reader stopped: its progress is where its clock left it, not tomorrow
+    assert progress.progress_us < T0 + day
+    # a file it is behind on proves only what it read, as of its clock then
+    progress.observe([ReadLine("q.3.log", 100, T0 + day)], later)
+    behind = progress.advance(at(later, {"q.1.log": 200, "q.2.log": 100, "q.3.log": 900}), later)
+    assert progress.files["q.3.log"].max_ts_us == later + skew
+    assert behind == later + skew - BOUND
+
+
+def test_without_a_bound_a_future_query_moves_the_progress_with_it(tmp_path: Path) -> None:
+    """What the bound prevents (the reader as it was before it had one)."""
+    progress = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    progress.observe([ReadLine("q.1.log", 100, T0 + 86_400 * S)], T0)
+    assert progress.advance(at(T0 - IDLE, {"q.1.log": 100}), T0 + 2 * IDLE) == T0 + 86_400 * S
