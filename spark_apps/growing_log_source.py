@@ -33,6 +33,12 @@ tasks. A Spark read (``read`` on an executor, collected) carried the same
 bytes through a Python worker, the JVM and back, at ~15 times the cost of
 reading them (docs/join.md, "The apps").
 
+A range is read from the file that had the planned head, under whatever name it
+has by then: a log rotated (renamed ``x.log`` to ``x.log.1``, or copied there
+and truncated) between a batch's plan or first try and its read or replay is
+read where its bytes went, and the rows keep the planned name, so a replay
+hands the joiner the very lines its first try did.
+
 How it fails: a file deleted or shrunk after planning yields the complete
 lines still there and a report row for the rest (never an error, so a replay
 of the batch reads the same and does not wedge); its offsets drop out of, or
@@ -96,6 +102,10 @@ class FileRange:
     report: str = ""
     report_offset: int = 0
     renamed_from: str = ""
+    #: The fingerprint of the file's head when the range was planned ("": it had fewer
+    #: bytes): the range is read from the file with that head, under whatever name it
+    #: has now (rotated between the plan, or a first try, and this read).
+    head: str = ""
 
 
 @dataclass
@@ -236,7 +246,7 @@ def file_ranges(directory: str, start: Offsets, end: Offsets) -> list[FileRange]
     ranges: list[FileRange] = []
     for name, stop in sorted(end.get("files", {}).items()):
         first = begin.get(name, 0)
-        part = FileRange(directory, name, first, stop)
+        part = FileRange(directory, name, first, stop, head=end_heads.get(name, ""))
         old_head = begin_heads.get(name)
         if name in begin and old_head is not None and end_heads.get(name) != old_head:
             part.start = 0  # a new file under this name
@@ -295,8 +305,14 @@ def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
         yield _rows(part.file, [part.end], [b""], part.start - part.end, truncated)
         return
     reader = GrowingLogReader(Path(part.directory))
+    # The file by its identity, not its name: rotated since the plan (renamed, or copied
+    # and truncated), its bytes are where its head went; the rows keep the planned name,
+    # so a replay reads the very lines its first try read.
+    where = reader.locate(part.file, part.head) if part.head else part.file
     try:
-        got = reader.read_range_available(part.file, part.start, part.end)
+        if where is None:
+            raise FileNotFoundError(part.file)
+        got = reader.read_range_available(where, part.start, part.end)
     except FileNotFoundError:  # deleted since the plan: its planned bytes are lost
         deleted = QuarantineReason.FILE_DELETED.value
         yield _rows(part.file, [part.start], [b""], part.end - part.start, deleted)

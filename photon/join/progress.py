@@ -41,6 +41,13 @@ With the progress it publishes the last time it failed to cache queries it
 read (``cache_lost_at_us``; 0: never): the joiner skips a log search only for
 a query the cache cannot have lost (photon.join.cache.CacheLossWatch).
 
+A view follows its file, not its name (:meth:`ReaderProgress.follow` takes the
+log reader's reports of renamed, replaced and shrunk files and torn last lines;
+each look matches views to files by their heads): a file rotated to another
+name keeps what was read of it, and a new file under a rotated file's name is
+new (nothing of it read), never the old file read far past its end. A torn last
+line counts as read: its bytes will never be a line.
+
 The reader keeps its per-file view in ``progress-state.json`` and publishes
 ``progress.json`` (both written whole, then renamed) in its state directory,
 next to its checkpoint; the DC's joiner reads the latter
@@ -61,7 +68,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.localfiles import write_whole
+from photon.logs.reader import HEAD_BYTES, head_of, is_log_name
 
 PROGRESS_FILE = "progress.json"
 STATE_FILE = "progress-state.json"
@@ -77,6 +86,9 @@ class FileView:
     max_ts_us: int | None = None  # newest event time among the lines read (None: none valid)
     size: int = 0  # the file's size when last looked at
     grown_at_us: int = 0  # when it last grew: its mtime, or the look that saw it grow
+    #: The fingerprint of the file's head once it has one (photon.logs.reader.head_of):
+    #: the view follows the file, not its name, through rotation and replacement.
+    head: str | None = None
 
 
 class FileStat(NamedTuple):
@@ -84,6 +96,7 @@ class FileStat(NamedTuple):
 
     size: int
     mtime_us: int
+    head: str | None = None  # the fingerprint of its first bytes (None: too few, unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,14 +153,37 @@ class ReaderProgress:
                 ts_us = line.ts_us if ceiling is None else min(line.ts_us, ceiling)
                 view.max_ts_us = max(view.max_ts_us or ts_us, ts_us)
 
+    def follow(self, reports: Iterable[QuarantineRecord]) -> None:
+        """Take the log reader's reports of a batch (before its lines): a file renamed
+        (its view goes on under the new name), replaced under its name (read again from
+        0), shrunk (read on from where it was cut), or a torn last line consumed."""
+        for report in reports:
+            reason = report.reason
+            if reason is QuarantineReason.FILE_ROTATED:
+                old = report.raw.decode("utf-8", "surrogateescape")
+                if old in self.files and report.file not in self.files:
+                    self.files[report.file] = self.files.pop(old)
+            elif reason is QuarantineReason.FILE_REPLACED:
+                view = self.files.get(report.file)
+                if view is not None:
+                    view.read_end, view.max_ts_us, view.head = 0, None, None
+            elif reason is QuarantineReason.FILE_TRUNCATED and report.file in self.files:
+                view = self.files[report.file]
+                view.read_end = min(view.read_end, report.offset)
+            elif reason is QuarantineReason.TORN_LINE:  # its bytes will never be a line
+                view = self.files.setdefault(report.file, FileView())
+                view.read_end = max(view.read_end, report.offset + len(report.raw))
+
     def advance(
         self,
         files: Mapping[str, FileStat],
         now_us: int,
         clicks: Mapping[str, FileStat] | None = None,
     ) -> int:
-        """The progress after looking at every query file (size, mtime) at ``now_us``, and
-        at the DC's click files (``clicks``; None: not looked at, taken for idle)."""
+        """The progress after looking at every query file (size, mtime, head) at
+        ``now_us``, and at the DC's click files (``clicks``; None: not looked at, taken
+        for idle)."""
+        self._follow_heads(files)
         bounds: list[int] = []
         newest = NOTHING_READ
         if clicks is not None:  # every click file looked at (a file gone is forgotten)
@@ -180,6 +216,29 @@ class ReaderProgress:
         self.progress_us = max(self.progress_us, computed)
         return self.progress_us
 
+    def _follow_heads(self, files: Mapping[str, FileStat]) -> None:
+        """Views follow files by their heads, whatever their names now.
+
+        A view whose file is under another name now (rotated: renamed, or copied
+        before a truncation) moves there; one whose file went is dropped; so a new
+        file under a known name is seen as new (nothing of it read: it holds the
+        progress back until read), not as the old file read far past its end. A
+        view read past the head learns its head at the first look.
+        """
+        by_head = {stat.head: name for name, stat in files.items() if stat.head is not None}
+        for name, view in list(self.files.items()):
+            stat = files.get(name)
+            if view.head is None:
+                if stat is not None and stat.head is not None and view.read_end >= HEAD_BYTES:
+                    view.head = stat.head
+                continue
+            now_under = by_head.get(view.head)
+            if now_under == name:
+                continue
+            del self.files[name]
+            if now_under is not None and self.files.get(now_under, FileView()).head != view.head:
+                self.files[now_under] = view
+
     def cache_lost(self, now_us: int) -> None:
         """Queries read by ``now_us`` may be missing from the cache (a put failed)."""
         self.cache_lost_at_us = max(self.cache_lost_at_us, now_us)
@@ -191,7 +250,8 @@ class ReaderProgress:
         have run the progress past them yet."""
         if self._clicks_live(now_us):
             return False
-        for name, (size, _) in files.items():
+        for name, stat in files.items():
+            size = stat.size
             view = self.files.get(name)
             if view is None or size > view.read_end or size != view.size:
                 return False
@@ -249,21 +309,25 @@ def _looked_at(views: dict[str, FileView], name: str, stat: FileStat, now_us: in
     return view
 
 
-def file_stats(directory: Path, *, skip_prefix: str | None = None) -> dict[str, FileStat]:
-    """Size and mtime (µs) of every log file in ``directory`` (none when it does not exist),
-    but those whose name starts with ``skip_prefix``."""
+def file_stats(
+    directory: Path, *, skip_prefix: str | None = None, heads: bool = False
+) -> dict[str, FileStat]:
+    """Size and mtime (µs), and with ``heads`` the head's fingerprint, of every log file
+    in ``directory`` (rotated names included; none when it does not exist), but those
+    whose name starts with ``skip_prefix``."""
     stats: dict[str, FileStat] = {}
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
         return stats
     for entry in entries:
-        if entry.name.endswith(".log") and not (skip_prefix and entry.name.startswith(skip_prefix)):
+        if is_log_name(entry.name) and not (skip_prefix and entry.name.startswith(skip_prefix)):
             try:
                 stat = entry.stat()
             except FileNotFoundError:
                 continue  # deleted meanwhile: nothing more is coming from it
-            stats[entry.name] = FileStat(stat.st_size, stat.st_mtime_ns // 1000)
+            head = head_of(Path(entry.path)) if heads else None
+            stats[entry.name] = FileStat(stat.st_size, stat.st_mtime_ns // 1000, head)
     return stats
 
 

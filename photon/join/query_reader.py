@@ -108,7 +108,7 @@ class QueryReader:
         """
         if self.progress is None or self.queries_dir is None:
             return None
-        return self._publish(batch, file_stats(self.queries_dir))
+        return self._publish(batch, file_stats(self.queries_dir, heads=True))
 
     def _publish(self, batch: str, files: Mapping[str, FileStat]) -> int:
         assert self.progress is not None
@@ -128,7 +128,7 @@ class QueryReader:
         and idle, so the progress it published is final. Without a tracker: always."""
         if self.progress is None or self.queries_dir is None:
             return True
-        files = file_stats(self.queries_dir)
+        files = file_stats(self.queries_dir, heads=True)
         self._publish("idle", files)
         with self._lock:
             return self.progress.settled(files, self.clock())
@@ -180,6 +180,7 @@ class QueryReader:
             # Only after the batch's queries are in both stores: a joiner trusting the
             # progress must be able to find every query before it.
             with self._lock:
+                self.progress.follow(truncations)  # renamed, replaced, shrunk files first
                 self.progress.observe(read, self.clock())
             report.progress_us = self.publish_progress(batch)
         metrics.QUERIES_CACHED.labels(self.dc).inc(report.cached)

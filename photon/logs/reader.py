@@ -34,7 +34,10 @@ How it fails, and what it does instead:
   moved on — a later file of the same writer (``<name>.<seq>.log``) exists —
   will never be completed: it is returned as a ``torn_line`` quarantine
   record with its bytes, once;
-* files that appear later are picked up, in name order, on the next read.
+* files that appear later are picked up, in name order, on the next read;
+  the log files are ``*.log`` and their rotated names ``*.log.<n>``
+  (logrotate's): a file rotated by rename or by copy-then-truncate is found
+  under its new name by its head and read on from its offset.
 
 Admission control: ``max_bytes`` and ``max_files`` bound one read; a read
 always makes progress (at least one line, if any is complete).
@@ -136,16 +139,42 @@ class ReadResult:
         return sum(len(line.raw) + 1 for line in self.lines)
 
 
+#: A log file's name: ``<name>.log``, or a rotated one, ``<name>.log.<n>`` (logrotate
+#: renames ``x.log`` to ``x.log.1``; the reader follows the file there by its head).
+_LOG_NAME = re.compile(r".+\.log(\.[0-9]+)?")
+
+
+def is_log_name(name: str) -> bool:
+    """Whether ``name`` is a log file's: ``*.log``, or rotated, ``*.log.<n>``."""
+    return _LOG_NAME.fullmatch(name) is not None
+
+
 class GrowingLogReader:
-    def __init__(self, directory: Path, *, pattern: str = "*.log") -> None:
+    def __init__(self, directory: Path, *, pattern: str | None = None) -> None:
         self.directory = directory
+        #: A glob of the names to read (None: every log file's, rotated ones included).
         self.pattern = pattern
 
     def files(self) -> list[str]:
         """Names of the log files present now, in name (= writing) order."""
         if not self.directory.is_dir():
             return []
-        return sorted(p.name for p in self.directory.glob(self.pattern) if p.is_file())
+        if self.pattern is not None:
+            return sorted(p.name for p in self.directory.glob(self.pattern) if p.is_file())
+        return sorted(
+            p.name for p in self.directory.iterdir() if is_log_name(p.name) and p.is_file()
+        )
+
+    def locate(self, file: str, head: str) -> str | None:
+        """The name under which the file known as ``file`` with that head is now: its
+        own, or the one it was rotated to (renamed, or copied before a truncation);
+        None when no log file has that head (it went)."""
+        if head_of(self.directory / file) == head:
+            return file
+        for name in self.files():
+            if name != file and head_of(self.directory / name) == head:
+                return name
+        return None
 
     def plan(
         self,
@@ -326,13 +355,15 @@ def replaced(file: str, offset: int) -> QuarantineRecord:
 
 
 def rotated(file: str, old: str, offset: int) -> QuarantineRecord:
-    """The report of ``old`` found again as ``file`` (renamed): read on from ``offset``."""
+    """The report of ``old`` found again as ``file`` (renamed): read on from ``offset``.
+    Its ``raw`` is the old name (what whoever follows files by name moves on)."""
     return QuarantineRecord(
         file=file,
         offset=offset,
         reason=QuarantineReason.FILE_ROTATED,
         detail=f"{old} was renamed {file} (same first {HEAD_BYTES} bytes): read on from "
         f"{offset}, nothing lost",
+        raw=old.encode("utf-8", "surrogateescape"),
     )
 
 

@@ -83,7 +83,7 @@ def _all_lines(reader: GrowingLogReader, scan: StreamScan) -> Iterator[LogLine]:
 
 
 def decoded_clicks(
-    directory: Path, *, pattern: str = "*.log"
+    directory: Path, *, pattern: str | None = None
 ) -> Iterator[tuple[LogLine, ClickEvent]]:
     """Every decodable click line of a click log directory, with its line (bad ones skipped)."""
     for line, event in _decoded(directory, Stream.CLICKS, pattern):
@@ -96,7 +96,7 @@ def query_ids_in(directory: Path, wanted: set[str]) -> set[str]:
     found: set[str] = set()
     if not wanted:
         return found
-    for _, event in _decoded(directory, Stream.QUERIES, "*.log"):
+    for _, event in _decoded(directory, Stream.QUERIES, None):
         assert isinstance(event, QueryEvent)
         query_id = str(event.query_id)
         if query_id in wanted:
@@ -107,7 +107,7 @@ def query_ids_in(directory: Path, wanted: set[str]) -> set[str]:
 
 
 def _decoded(
-    directory: Path, stream: Stream, pattern: str
+    directory: Path, stream: Stream, pattern: str | None
 ) -> Iterator[tuple[LogLine, ClickEvent | QueryEvent]]:
     reader = GrowingLogReader(directory, pattern=pattern)
     offsets: dict[str, int] = {}

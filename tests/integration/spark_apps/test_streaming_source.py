@@ -6,6 +6,7 @@ gives it (``batch_offsets`` + ``read_batch``): the same rows as Spark's own read
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -153,3 +154,41 @@ def test_a_file_replaced_and_one_rotated_between_runs_are_read_once_each(
             ("b.log", 0, _long("b4").rstrip(b"\n")),
         ]
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("rotation", ["rename", "copytruncate"])
+def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_bytes_went(
+    spark: SparkSession, tmp_path: Path, rotation: str
+) -> None:
+    """logrotate moves ``x.log`` to ``x.log.1`` (by rename, or by copy then truncate)
+    while a failed batch waits for its replay: the replay reads the very lines its first
+    try read (from ``x.log.1``, under their planned name and offsets), the batches after
+    it read the rest of the old file and the new ``x.log``, and every line is read once."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    old = [f"x{n}" for n in range(6)]
+    (logs / "x.log").write_bytes(_long(*old))
+    batches: Batches = []
+    query = run_until(
+        spark, logs, tmp_path / "ck", batches, lambda: len(batches) >= 2, fail_batch=1
+    )
+    assert query.exception() is not None
+    failed = batches[-1]
+
+    if rotation == "rename":
+        (logs / "x.log").rename(logs / "x.log.1")
+    else:
+        shutil.copyfile(logs / "x.log", logs / "x.log.1")
+        with (logs / "x.log").open("r+b") as cut:
+            cut.truncate(0)
+    with (logs / "x.log").open("ab") as f:  # the writer goes on in a new x.log
+        f.write(_long("y0", "y1"))
+    replayed: Batches = []
+    committed = lines_of(batches[:-1])
+
+    def read() -> list[bytes]:  # the lines, not the reports of the rotation
+        return [raw for _, _, raw in committed + lines_of(replayed) if raw.startswith(b"{")]
+
+    run_until(spark, logs, tmp_path / "ck", replayed, lambda: len(read()) >= 8)
+    assert replayed[0] == failed  # same id, same lines, where they went
+    assert sorted(read()) == sorted(_long(*old, "y0", "y1").splitlines())
