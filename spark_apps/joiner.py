@@ -45,12 +45,14 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         joiner.process,
         totals=lambda: {
             "retries_pending": retries.pending(),
+            # stamped ahead of the registry's clock: a later run joins them (docs/join.md)
+            "held_too_new": retries.too_new(joiner.clock()),
             **joiner.totals.to_dict(),
             **joiner.register_counters.to_dict(),
         },
         until_idle_s=until_idle,
         idle=joiner.process_retries,
-        settled=lambda: retries.pending() == 0,
+        settled=lambda: retries.settleable(joiner.clock()) == 0,
         prepare=on_executors,
     )
 

@@ -96,7 +96,7 @@ class RetryStore:
         self._db.executescript(_SCHEMA)
         # a store made before these columns existed
         self._add_columns("open_batches", ("now_us", "reader_progress_us", "shard_groups"))
-        self._add_columns("retries", ("wake_progress_us",))
+        self._add_columns("retries", ("wake_progress_us", "too_new_until_us"))
         self._db.execute(
             "CREATE INDEX IF NOT EXISTS retries_wake ON retries (wake_progress_us) "
             "WHERE wake_progress_us IS NOT NULL"
@@ -159,7 +159,8 @@ class RetryStore:
                     "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
                     "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
-                    "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us",
+                    "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us, "
+                    "too_new_until_us = NULL",
                     (
                         click.click_id,
                         click.raw,
@@ -199,6 +200,33 @@ class RetryStore:
                 )
                 held += 1
         return held
+
+    def hold_too_new(self, click: PendingClick, now_us: int, until_us: int) -> None:
+        """Hold a click the registry found stamped too far ahead of its clock until
+        ``until_us`` (its time less the skew), without counting a try; marked, so that
+        :meth:`settleable` leaves it out: no run can settle it before then."""
+        self.hold([click], now_us, until_us)
+        with self._transaction():
+            self._db.execute(
+                "UPDATE retries SET too_new_until_us = ? WHERE click_id = ?",
+                (until_us, click.click_id),
+            )
+
+    def too_new(self, now_us: int) -> int:
+        """Clicks held as stamped too far ahead whose time less the skew is still to come."""
+        row = self._db.execute(
+            "SELECT count(*) FROM retries WHERE too_new_until_us > ?", (now_us,)
+        ).fetchone()
+        return int(row[0])
+
+    def settleable(self, now_us: int) -> int:
+        """Pending clicks a run can settle now: all but those held as stamped ahead of the
+        registry's clock whose time is still to come (a later run joins them)."""
+        row = self._db.execute(
+            "SELECT count(*) FROM retries WHERE too_new_until_us IS NULL OR too_new_until_us <= ?",
+            (now_us,),
+        ).fetchone()
+        return int(row[0])
 
     def inject(self, clicks: Iterable[PendingClick], due_us: int) -> int:
         """Put clicks back for the joiner (recovery), due at ``due_us``, attempts from 0.

@@ -2,7 +2,8 @@
 
 A private stack (its own ports and directories) with the Spark master and two
 workers, and the registry under a digest ACL: the main job's correctness
-checks must hold with every app running on the cluster, nothing of the stack
+checks must hold with every app running on the cluster, with join tasks whose
+first try fails after its registry commit (the master tries them again), nothing of the stack
 or the apps may listen beyond loopback, Airflow's SparkSubmitOperator must
 submit a batch job (log-file-map compaction) to the master when spark_default
 names it, and a ZooKeeper client without the credentials must be refused.
@@ -97,9 +98,16 @@ def test_both_dcs_join_on_the_standalone_cluster_under_a_registry_acl(
                "--outage-s", "10")  # fmt: skip
         argv = [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b", "--until-idle", "6"]
         stdout_path, stderr_path = tmp_path / "run.json", tmp_path / "run.err"
+        # A third of the join tasks' first tries fail after their registry commit, as a
+        # lost executor or an object store down past its retries would fail them: the
+        # master runs each again, and the retry must join its group as a replay.
+        run_env = cluster_env | {
+            "PHOTON_FAULTS__FAIL_TASK_AFTER_COMMIT_P": "0.3",
+            "PHOTON_FAULTS__SEED": "7",
+        }
         with stdout_path.open("w") as stdout_file, stderr_path.open("w") as stderr_file:
             run = subprocess.Popen(
-                [*argv, "--master", master], env=cluster_env, stdout=stdout_file, stderr=stderr_file
+                [*argv, "--master", master], env=run_env, stdout=stdout_file, stderr=stderr_file
             )
         seen: set[str] = set()
         exposed: list[str] = []
@@ -122,6 +130,8 @@ def test_both_dcs_join_on_the_standalone_cluster_under_a_registry_acl(
         store = ObjectStore.from_settings(settings)
         summary = json.loads(stdout_path.read_text())
         check_main_job(store, load_manifest(settings.logs_root), summary)
+        retried = sum(a.get("task_retries", 0) for a in summary["apps"] if a["app"] == "joiner")
+        assert retried > 0, "no join task was tried again: the fault never struck"
 
         # Airflow's SparkSubmitOperator submits to the master spark_default names.
         on_cluster = settings_from_env(cluster_env | {"PHOTON_PIPELINE__SPARK_MASTER": master})

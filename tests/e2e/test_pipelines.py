@@ -141,3 +141,56 @@ def test_a_click_whose_query_is_written_a_minute_later_is_joined_after_retries(
     assert (row["click_id"], row["query_id"], row["ad_shown"]) == (click_id, query_id, True)
     joiner = next(a for a in json.loads(stdout)["apps"] if a["app"] == "joiner")
     assert joiner["deferred"] >= 5  # it waited through several retries
+
+
+def test_field_inputs_through_both_dcs_end_settled_and_exactly_once(
+    local_stack: LocalStack, env: dict[str, str]
+) -> None:
+    """What ad servers and shippers send in the field, through `photon run --dcs a,b`:
+    a value beyond the output schema, clicks stamped two hours and three days ahead,
+    a torn last line in a rolled-over file. The run ends by itself (nothing it can
+    settle is left), every joinable click is joined once across the DCs, the poison
+    and the absurdly future click are quarantined with their reasons, and the click
+    two hours ahead is held (not registered, not lost) for a later run."""
+    env = env | {"PHOTON_RETRY__MAX_AGE_S": "6"}
+    now_us = time.time_ns() // 1000
+    hour = 3_600_000_000
+
+    def query(n: int, at_us: int) -> str:
+        return json.dumps({"query_id": f"10.1.0.9:4242:{at_us}", "query": f"q{n}", "ad_ids": []})
+
+    def click(n: int, at_us: int, **fields: Any) -> str:
+        return json.dumps(
+            {"click_id": f"10.2.0.9:4343:{at_us + 500_000}",
+             "query_id": f"10.1.0.9:4242:{at_us}", "ad_id": f"ad{n}", **fields}
+        )  # fmt: skip
+
+    times = [now_us - 60_000_000 + n * 1_000_000 for n in range(20)]
+    future, absurd = now_us + 2 * hour, now_us + 72 * hour
+    poison = times[5]
+    queries = [query(n, t) for n, t in enumerate(times)] + [query(98, future), query(99, absurd)]
+    clicks = [click(n, t, **({"cost_micros": 2**70} if t == poison else {})) for n, t in
+              enumerate(times)] + [click(98, future), click(99, absurd)]  # fmt: skip
+    for dc in ("a", "b"):
+        logs = Path(env["PHOTON_LOGS_ROOT"]) / dc
+        (logs / "queries").mkdir(parents=True)
+        (logs / "clicks").mkdir(parents=True)
+        (logs / "queries" / "10.1.0.9.000000.log").write_text("\n".join(queries) + "\n")
+        # the first click file ends in a torn line; its writer moved on to the next one
+        (logs / "clicks" / "10.2.0.9.000000.log").write_text(
+            "\n".join(clicks[:10]) + "\n" + clicks[10][:25]
+        )
+        (logs / "clicks" / "10.2.0.9.000001.log").write_text("\n".join(clicks[10:]) + "\n")
+    stdout = photon(env, "run", "--dcs", "a,b", "--until-idle", "5", timeout=600)
+
+    joined = Counter(r["click_id"] for r in output_rows(local_stack, env, "joined/"))
+    expected = {f"10.2.0.9:4343:{t + 500_000}" for t in times if t != poison}
+    assert [c for c, n in joined.items() if n > 1] == []
+    assert set(joined) == expected
+    for dc in ("a", "b"):
+        reasons = Counter(
+            r["reason"] for r in output_rows(local_stack, env, f"quarantine/dc={dc}/")
+        )
+        assert reasons == {"unwritable": 1, "future_stamped": 1, "torn_line": 1}, reasons
+    joiners = [a for a in json.loads(stdout)["apps"] if a["app"] == "joiner"]
+    assert [j["held_too_new"] for j in joiners] == [1, 1]  # held for a later run, not lost
