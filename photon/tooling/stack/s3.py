@@ -3,7 +3,9 @@ otherwise ``moto_server`` (docs/ARCHITECTURE.md; no MinIO binary can be had from
 registries here). Both are reached through the same boto3/minio code.
 
 moto keeps objects in memory: restarting it loses them, which is fine for a
-stand-in and is said in the docs. MinIO keeps them under the stack directory.
+stand-in and is said in the docs. It runs with its writes serialized
+(:mod:`photon.tooling.stack.s3_standin`), so a conditional put is atomic as on
+S3 and MinIO. MinIO keeps them under the stack directory.
 Healthy when ListBuckets answers; ``ensure_bucket`` then creates the bucket.
 """
 
@@ -62,7 +64,8 @@ class S3Service:
             # The console listens on an ephemeral port: only the API port is the stack's.
             return ["minio", "server", str(self.directory / "data"), "--address", address,
                     "--console-address", f"{self.stack.host}:0", "--quiet"]  # fmt: skip
-        return [sys.executable, "-m", "moto.server", "-H", self.stack.host,
+        # moto's server, its writes one at a time: write-once is atomic (s3_standin)
+        return [sys.executable, "-m", "photon.tooling.stack.s3_standin", "-H", self.stack.host,
                 "-p", str(self.stack.s3_port)]  # fmt: skip
 
     def env(self) -> dict[str, str]:

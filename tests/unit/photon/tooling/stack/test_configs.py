@@ -54,7 +54,7 @@ def test_s3_uses_minio_credentials_only_for_minio(tmp_path: Path) -> None:
     assert minio.argv()[:2] == ["minio", "server"]
     assert minio.env()["MINIO_ROOT_USER"] == "photon"
     moto = S3Service(StackSettings(), S3Settings(), tmp_path, "moto")
-    assert moto.argv()[1:3] == ["-m", "moto.server"] and moto.env() == {}
+    assert moto.argv()[1:3] == ["-m", "photon.tooling.stack.s3_standin"] and moto.env() == {}
 
 
 def test_srvr_of_a_closed_port_is_down() -> None:
