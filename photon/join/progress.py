@@ -225,18 +225,27 @@ class ReaderProgress:
         progress back until read), not as the old file read far past its end. A
         view read past the head learns its head at the first look.
         """
-        by_head = {stat.head: name for name, stat in files.items() if stat.head is not None}
         for name, view in list(self.files.items()):
             stat = files.get(name)
             if view.head is None:
                 if stat is not None and stat.head is not None and view.read_end >= HEAD_BYTES:
                     view.head = stat.head
                 continue
-            now_under = by_head.get(view.head)
-            if now_under == name:
-                continue
+            if stat is not None and stat.head == view.head:
+                continue  # still there (another file may share its head: a copy)
             del self.files[name]
-            if now_under is not None and self.files.get(now_under, FileView()).head != view.head:
+            # Where its head is now, under a name not followed already (a copy left by a
+            # copy-then-truncate rotation, or the file renamed).
+            now_under = next(
+                (
+                    other
+                    for other, other_stat in sorted(files.items())
+                    if other_stat.head == view.head
+                    and self.files.get(other, FileView()).head != view.head
+                ),
+                None,
+            )
+            if now_under is not None:
                 self.files[now_under] = view
 
     def cache_lost(self, now_us: int) -> None:

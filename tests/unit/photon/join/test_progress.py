@@ -252,3 +252,22 @@ def test_without_a_bound_a_future_query_moves_the_progress_with_it(tmp_path: Pat
     progress = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
     progress.observe([ReadLine("q.1.log", 100, T0 + 86_400 * S)], T0)
     assert progress.advance(at(T0 - IDLE, {"q.1.log": 100}), T0 + 2 * IDLE) == T0 + 86_400 * S
+
+
+def test_views_follow_files_by_head_and_two_files_sharing_a_head_keep_their_own(
+    progress: ReaderProgress,
+) -> None:
+    head, other = "h" * 16, "o" * 16
+    progress.observe([ReadLine("q.log", 500, T0)], T0)
+    progress.observe([ReadLine("dup.log", 500, T0 + S)], T0)
+    both = {"q.log": FileStat(500, T0, head), "dup.log": FileStat(500, T0, head)}
+    progress.advance(both, T0)
+    assert progress.files["q.log"].head == progress.files["dup.log"].head == head
+    progress.advance(both, T0 + S)  # a shipped copy under another name: nothing moves
+    assert progress.files["q.log"].read_end == progress.files["dup.log"].read_end == 500
+    # q.log rotated to q.log.1, a new q.log begun: the view follows the head
+    rotated = {"q.log.1": FileStat(500, T0, head), "q.log": FileStat(80, T0 + S, other),
+               "dup.log": FileStat(500, T0, head)}  # fmt: skip
+    progress.advance(rotated, T0 + 2 * S)
+    assert progress.files["q.log.1"].read_end == 500
+    assert "q.log" not in progress.files or progress.files["q.log"].read_end == 0
