@@ -17,6 +17,7 @@ from registry.client import (
 )
 from registry.errors import (
     AttemptFencedError,
+    BatchFencedError,
     EpochConflictError,
     GcBoundaryRegressionError,
     InvalidTokenError,
@@ -27,6 +28,7 @@ from registry.ids import EventId, InvalidEventIdError
 
 __all__ = [
     "AttemptFencedError",
+    "BatchFencedError",
     "EpochConflictError",
     "EventId",
     "GcBoundaryRegressionError",

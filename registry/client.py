@@ -76,6 +76,7 @@ from kazoo.security import make_digest_acl
 
 from registry.errors import (
     AttemptFencedError,
+    BatchFencedError,
     EpochConflictError,
     GcBoundaryRegressionError,
     InvalidTokenError,
@@ -927,18 +928,19 @@ class IdRegistry:
         if data != FENCE_OPEN:
             raise self._fenced_error()
 
-    def check_fence(self) -> None:
-        """Raise :class:`AttemptFencedError` if the attempt held was fenced since.
+    def check_fence(self, batch: str | None = None) -> None:
+        """Raise :class:`AttemptFencedError` if the attempt held was fenced since, or
+        :class:`BatchFencedError` if ``batch`` of it was (:meth:`fence_batch`).
 
         Read through ``sync``, so not a lagging follower's copy: a joiner calls
         it just before it writes what it registered. (A pause between this
         check and the write is the one window left; recovery waits
-        ``FENCE_SETTLE_S`` after fencing and looks at the attempt's output
-        again before it takes any id over: docs/ARCHITECTURE.md.)
+        ``FENCE_SETTLE_S`` after fencing and looks at the output again before
+        it takes any id over: docs/ARCHITECTURE.md.)
         """
         if self._fence is None:
             return
-        _, path, version = self._fence
+        attempt, path, version = self._fence
         try:
             self._call(self._zk.sync, path)
             data, stat = self._call(self._zk.get, path)
@@ -946,6 +948,34 @@ class IdRegistry:
             raise self._fenced_error() from None
         if data != FENCE_OPEN or stat.version != version:
             raise self._fenced_error()
+        if batch is not None and self._call(
+            self._zk.exists, self.layout.closed_batch(attempt, batch)
+        ):
+            raise BatchFencedError(
+                f"batch {batch} of attempt {attempt} was taken over by recovery (it had ended "
+                "without writing some of its ids): this task of it may not write"
+            )
+
+    def fence_batch(self, attempt: str, batch: str) -> bool:
+        """Fence one batch of a live attempt: a task of it still running (a zombie: a
+        lost executor's) fails its fence check before it writes. Recovery does this
+        before it takes over the ids such a batch registered and never wrote. True if
+        this call closed it."""
+        for name, what in ((attempt, "attempt"), (batch, "batch")):
+            if not _MEMBER_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a{'n' if what == 'attempt' else ''} {what} name")
+        layout = self.layout
+        self._call(self._zk.ensure_path, layout.attempts_root)
+        with contextlib.suppress(NodeExistsError):  # an attempt that never held one: open
+            self._call(self._zk.create, layout.attempt(attempt), FENCE_OPEN)
+        path = layout.closed_batch(attempt, batch)
+        self._call(self._zk.ensure_path, path.rsplit("/", 1)[0])
+        try:
+            self._call(self._zk.create, path, b"")
+        except NodeExistsError:
+            return False
+        log.warning("registry.batch_fenced", attempt=attempt, batch=batch)
+        return True
 
     def fence_attempt(self, attempt: str) -> bool:
         """Fence ``attempt``: none of its commits succeeds from now on, and its

@@ -24,5 +24,10 @@ class AttemptFencedError(RegistryError):
     it may neither commit nor write output any more."""
 
 
+class BatchFencedError(AttemptFencedError):
+    """A batch of this attempt that recovery took over (it had ended without writing
+    some of its ids): a task of it still running (a zombie) may not write."""
+
+
 class InvalidTokenError(RegistryError, ValueError):
     """A token that is empty, too long or not text."""

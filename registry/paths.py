@@ -6,6 +6,9 @@
 * ``<root>/attempts/<attempt>`` — a joiner attempt's fence: ``open`` while it
   may commit, ``fenced`` once recovery took its ids over (every commit of the
   attempt checks the version it read at start, so a fenced one fails);
+* ``<root>/attempts/<attempt>/closed/<batch>`` — a batch of a live attempt that
+  recovery took over (it had ended without writing some ids): a zombie task of
+  that batch may no longer write;
 * ``<root>/ids/<shard>/<hour>/<bucket>/<event id>`` — one znode per registered
   id, holding the token of the attempt that registered it.
 
@@ -43,6 +46,9 @@ class Layout:
 
     def attempt(self, name: str) -> str:
         return f"{self.attempts_root}/{name}"
+
+    def closed_batch(self, attempt: str, batch: str) -> str:
+        return f"{self.attempt(attempt)}/closed/{batch}"
 
     @property
     def ids_root(self) -> str:

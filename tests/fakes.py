@@ -73,7 +73,7 @@ class FakeRegistry:
     def read_token(self, event_id: str | EventId) -> str | None:
         return self.tokens.get(str(event_id))
 
-    def check_fence(self) -> None:
+    def check_fence(self, batch: str | None = None) -> None:
         if self.fenced:
             raise AttemptFencedError("attempt fenced (fake)")
 

@@ -500,6 +500,16 @@ class Dispatcher(GroupJoiner):
                 self.register_counters.transactions += outcome.register_transactions
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
+        if start.replay and report.too_old:
+            # Left open past the GC retention (a DC down that long): what its crashed try
+            # registered was collected since, and no one joins it now. Said, and listed.
+            log.warning(
+                "joiner.replay_past_gc",
+                dc=self.dc,
+                batch=batch,
+                too_old=report.too_old,
+                listed=f"too_old/dc={self.dc}/ (reason too_old)",
+            )
         if quarantined:  # written before they leave the retry store: a crash loses none
             self._quarantine(batch, quarantined, report)
         for line, in_range_us in too_new:  # held until in range, without counting a try
@@ -524,7 +534,7 @@ class Dispatcher(GroupJoiner):
         report.deferred = len(deferred)
         report.unjoinable = len(expired)
         if expired:  # written before they leave the retry store: a crash loses none
-            self.registry.check_fence()  # a fenced attempt's clicks are the new one's
+            self.registry.check_fence(batch)  # a fenced attempt's clicks are the new one's
             unjoinable = [unjoinable_row(self.dc, c, "query_not_found", now) for c in expired]
             report.objects += self.output.unjoinable(batch, unjoinable)
             resolved += [c.click_id for c in expired]

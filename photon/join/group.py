@@ -419,8 +419,9 @@ class GroupJoiner:
                 self.output.written_ids(work.batch, _hours(too_old_rows), kind="too_old"),
             )
         if rows or too_old_rows:
-            # A zombie of a fenced attempt (recovery took its ids over) writes nothing.
-            self.registry.check_fence()
+            # A zombie of a fenced attempt or batch (recovery took its ids over) writes
+            # nothing: a lost executor's task that outlived its batch, say.
+            self.registry.check_fence(work.batch)
         if rows:
             out.objects += self.output.joined(work.part, rows, schema)
         out.counts["joined"] = len(rows)

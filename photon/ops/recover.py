@@ -16,6 +16,11 @@ registry (its ephemeral ``members/joiner-<attempt>`` node is there): a hung
 or paused joiner may yet commit and write, so only its session's end (the
 node gone) makes it dead.
 
+An ended batch of the DC's current (live) attempt is fenced on its own
+(``IdRegistry.fence_batch``): the joiner runs on, but a task of that batch still
+running somewhere (a lost executor's zombie) fails its fence check before it
+writes; the output is then listed again after the settle time, as below.
+
 Before it takes over any id of a dead attempt that is not the DC's current
 one, recovery **fences** the attempt (``IdRegistry.fence_attempt``): every
 registry commit of that attempt checks its fence, and its joiner checks it
@@ -116,6 +121,12 @@ class LostId:
         return parts[1] if len(parts) == 3 and parts[1] else None
 
     @property
+    def batch(self) -> str | None:
+        """The batch of its token (None: a token of no pipeline)."""
+        parts = self.token.split("/", 2)
+        return parts[2] if len(parts) == 3 and parts[2] else None
+
+    @property
     def replaced(self) -> bool:
         """Dead because its attempt no longer runs (not its DC's current one)."""
         return self.dead and self.why in (_REPLACED, _DC_GONE)
@@ -138,6 +149,9 @@ class RecoveryReport:
     token_changed: int = 0
     #: Dead attempts fenced before their ids were taken over (already fenced ones too).
     fenced: list[str] = field(default_factory=list)
+    #: Ended batches of live attempts fenced before their ids were taken over
+    #: (``<attempt>/<batch>``): a zombie task of one may no longer write.
+    fenced_batches: list[str] = field(default_factory=list)
     #: Ids a fenced attempt wrote after all, found when its output was listed again.
     written_meanwhile: int = 0
     by_dc: dict[str, int] = field(default_factory=dict)
@@ -272,7 +286,7 @@ def recover(
     dead = [item for item in lost if item.dead]
     report.dead = len(dead)
     report.alive = report.lost - report.dead
-    dead = _fence(settings, store, registry, dead, report, dry_run=dry_run)
+    dead = _fence(settings, store, registry, dead, report, window, dry_run=dry_run)
     by_target: dict[str, list[LostId]] = {}
     for item in dead:
         target = dc or (item.token_dc if item.token_dc in settings.dcs else settings.dcs[0])
@@ -355,21 +369,34 @@ def _fence(
     registry: IdRegistry,
     dead: list[LostId],
     report: RecoveryReport,
+    window: Window,
     *,
     dry_run: bool,
 ) -> list[LostId]:
-    """Fence the attempts that no longer run and hold dead ids; return the dead ids
-    still missing once the fences have settled (see the module docstring)."""
+    """Fence the attempts that no longer run and hold dead ids, and the ended batches
+    of live attempts that hold some; return the dead ids still missing once the fences
+    have settled (see the module docstring)."""
     attempts = sorted({(i.token_dc, i.attempt) for i in dead if i.replaced and i.attempt})
+    # A live attempt is not fenced (its joiner runs on), but each ended batch that left
+    # ids unwritten is: a task of it may still run somewhere (a lost executor's) and
+    # write them after this run re-injected them.
+    batches = sorted(
+        {(i.attempt, i.batch) for i in dead if not i.replaced and i.attempt and i.batch}
+    )
     report.fenced = [attempt for _, attempt in attempts]
-    if dry_run or not attempts:
+    report.fenced_batches = [f"{attempt}/{batch}" for attempt, batch in batches]
+    if dry_run or not (attempts or batches):
         return dead
     for _, attempt in attempts:
         registry.fence_attempt(attempt)
+    for attempt, batch in batches:
+        registry.fence_batch(attempt, batch)
     time.sleep(settings.pipeline.fence_settle_s)
     written: set[str] = set()
     for dc, attempt in attempts:
         written.update(click_ids_in(store, attempt_keys(store, "joined", dc, attempt)))
+    if batches:  # what a task of those batches wrote before its fence closed
+        written |= ids_in_window(store, "joined", window)
     report.written_meanwhile = sum(1 for i in dead if i.click_id in written)
     return [i for i in dead if i.click_id not in written]
 

@@ -95,7 +95,7 @@ from photon.tooling.chaos.stack_faults import (
     wait_crashed,
 )
 from photon.tooling.gen.model import GenConfig, Manifest
-from photon.tooling.gen.simulator import load_manifest
+from photon.tooling.gen.simulator import live_until, load_manifest
 from photon.tooling.runs import StreamClock, clean_up, environment, namespace, write_live
 from photon.tooling.stack.manager import LocalStack
 from registry import IdRegistry
@@ -185,13 +185,14 @@ def _run(
             start_us=start_us,
             queries=config.queries,
             query_rate=config.query_rate,
-            # The generator flushes clicks due after its live span at once, ahead of
-            # their time: no hour-late tail here. The few lognormal stragglers left are
-            # clock-skewed ids, which verification's latency expectation reports.
+            # The generator flushes clicks due after its live span at once: no hour-late
+            # tail here, and no straggler stamped after that span (it would be ahead of
+            # its time when written: held by the join, docs/join.md, "Time").
             click_delay_tail_fraction=0.0,
             outage_duration_s=0.0,  # the outage here is the pipeline's, not the logs'
             rollover_bytes=16 << 20,
         )
+        cfg = cfg.model_copy(update={"clicks_until_us": live_until(cfg)})
         clock = StreamClock()  # held while faults wait for the pipelines (_inject)
         writer = multiprocessing.get_context("spawn").Process(
             target=write_live,

@@ -38,7 +38,7 @@ from photon.tooling.cli.cluster_cmds import cluster_app
 from photon.tooling.cli.common import JsonOption, err, out, settings_of
 from photon.tooling.cli.registry_cmds import registry_app
 from photon.tooling.gen.model import GenConfig
-from photon.tooling.gen.simulator import load_manifest, simulate, write
+from photon.tooling.gen.simulator import live_until, load_manifest, simulate, write
 from photon.tooling.observe.recorder import METRICS_FILE, read_records
 from photon.tooling.observe.report import AUDIT_FILE, ReportError
 from photon.tooling.observe.report import write as report_write
@@ -321,6 +321,10 @@ def gen(
         raise typer.BadParameter(
             str(error["msg"]), param_hint=GEN_FLAGS.get(field, field or None)
         ) from None
+    # No click stamped after the run: live mode writes its late tail at once when its
+    # real-time span ends, burst mode everything now (docs/join.md, "Time").
+    until = live_until(cfg) if mode is GenMode.LIVE else time.time_ns() // 1000
+    cfg = cfg.model_copy(update={"clicks_until_us": until})
     logs_root = settings.logs_root
     if clean:
         for dc in settings.dcs:

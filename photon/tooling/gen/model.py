@@ -42,6 +42,11 @@ class GenConfig(BaseModel):
     outage_start_s: Annotated[float, Field(ge=0)] = 10.0
     outage_duration_s: Annotated[float, Field(ge=0)] = 20.0
     rollover_bytes: Annotated[int, Field(ge=1024)] = 256 * 1024
+    #: No click is stamped later than this (None: no bound): the end of the run on the
+    #: event clock. A click is logged once it has happened, so a generator that writes
+    #: its late tail at once caps those clicks' delays here instead of writing them
+    #: ahead of their time (the join holds what is stamped ahead: docs/join.md, "Time").
+    clicks_until_us: Annotated[int, Field(gt=0)] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Self:

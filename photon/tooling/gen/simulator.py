@@ -155,9 +155,10 @@ def simulate(cfg: GenConfig) -> Simulation:
                 delay_s = rng.uniform(60.0, max(60.0, cfg.click_delay_tail_max_s))
             else:
                 delay_s = rng.lognormvariate(math.log(cfg.click_delay_median_s), 0.8)
-            click_times.append(
-                (qid.ts_us + int(delay_s * _US), index, rng.choice(fields["ad_ids"]))
-            )
+            click_us = qid.ts_us + int(delay_s * _US)
+            if cfg.clicks_until_us is not None and qid.ts_us < cfg.clicks_until_us:
+                click_us = min(click_us, cfg.clicks_until_us)  # not logged before it happens
+            click_times.append((click_us, index, rng.choice(fields["ad_ids"])))
         if rng.random() < cfg.orphan_click_fraction:
             lost.add(index)
         elif rng.random() < cfg.delayed_query_fraction:
@@ -313,6 +314,12 @@ _LIVE_TICK_S = 0.01
 _LIVE_RECHECK_S = 0.5
 
 
+def live_until(cfg: GenConfig) -> int:
+    """Until when (on the event clock) live mode writes in real time: the last query's
+    time plus the median click delay several times over; the rest goes out at once."""
+    return cfg.start_us + int((cfg.queries / cfg.query_rate + 10 * cfg.click_delay_median_s) * _US)
+
+
 def write(
     sim: Simulation,
     logs_root: Path,
@@ -337,9 +344,7 @@ def write(
     manifests = {dc: DcManifest() for dc in cfg.dcs}
     writers: dict[tuple[str, Stream, str], GrowingLogWriter] = {}
     total = len(sim.deliveries)
-    live_until_us = cfg.start_us + int(
-        (cfg.queries / cfg.query_rate + 10 * cfg.click_delay_median_s) * _US
-    )
+    live_until_us = live_until(cfg)
     # A start in the future is waited for; one in the past is taken as now, and every
     # line goes out that much later than its time (recorded: live_start_shift_s).
     wall_start = max(clock(), cfg.start_us / _US)

@@ -14,6 +14,7 @@ from kazoo.exceptions import NoAuthError
 from photon.tooling.stack.manager import LocalStack
 from registry import (
     AttemptFencedError,
+    BatchFencedError,
     EpochConflictError,
     EventId,
     GcBoundaryRegressionError,
@@ -424,3 +425,23 @@ def test_an_id_stamped_beyond_zookeepers_clock_plus_the_skew_is_refused_until_in
     assert connect().register([(far, "b")]) == {far: RegisterResult.ALREADY_REGISTERED}
     with pytest.raises(ValueError, match="below the maximum clock skew"):
         reg.append_epoch(8, max_skew_s=1)  # could start before an id registered already
+
+
+def test_a_fenced_batch_stops_its_writers_and_leaves_the_attempt_and_its_other_batches(
+    connect: Connect,
+) -> None:
+    joiner, recovery = connect(), connect()
+    joiner.hold_attempt("a-77")
+    assert recovery.fence_batch("a-77", "000000000009") is True
+    assert recovery.fence_batch("a-77", "000000000009") is False  # fenced already
+    with pytest.raises(BatchFencedError, match="000000000009"):
+        joiner.check_fence("000000000009")
+    joiner.check_fence("000000000010")
+    joiner.check_fence()
+    [event_id] = make_ids(1, seed=31)
+    assert joiner.register([(event_id, "a/a-77/000000000010")]) == {
+        event_id: RegisterResult.COMMITTED
+    }
+    assert recovery.attempt_fenced("a-77") is False
+    with pytest.raises(ValueError, match="batch name"):
+        recovery.fence_batch("a-77", "../x")

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import pytest
 import redis
+import structlog.testing
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
 from photon.join.dispatcher import GroupRunner
@@ -935,3 +936,40 @@ def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing
     drain(restarted, clock)
     check_exactly_once(store, manifest)
     check_unjoinable_once(store, manifest)
+
+
+def test_a_batch_replayed_after_the_gc_retention_lists_its_collected_clicks_and_says_so(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    registry: IdRegistry,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DC down longer than the GC retention with a batch open: what its crashed try
+    registered is collected meanwhile. The replay cannot join those clicks (too old for
+    anyone now), and it says so: each is written under too_old/ with its line, and the
+    joiner logs a warning naming the batch, never dropping them silently."""
+    root, _ = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    [clicks, *_] = batches(root / "a" / "clicks", 16 * 1024)
+    monkeypatch.setattr(a.joiner.output, "joined", crashing("killed before the output write"))
+    with pytest.raises(SystemExit):
+        a.joiner.process("000000000000", clicks)
+    monkeypatch.undo()
+    ids = {c for c in map(_click_id, clicks) if c is not None}
+    registered = {c for c in ids if registry.read_token(c) == "a/run1/000000000000"}
+    assert registered
+    for shard in range(registry.sharding().max_shards):  # the retention passes them all
+        registry.advance_gc_boundary(shard, START_US + 3_600 * S)
+        registry.gc(shard)
+
+    restarted = make_dc("a", root, clock)
+    with structlog.testing.capture_logs() as logged:
+        report = restarted.joiner.process("000000000000", clicks)
+
+    assert report.replay and report.joined == 0 and report.too_old >= len(registered)
+    assert registered <= {r["click_id"] for r in rows(store, "too_old/")}
+    [warning] = [e for e in logged if e["event"] == "joiner.replay_past_gc"]
+    assert warning["batch"] == "000000000000" and warning["too_old"] == report.too_old

@@ -21,6 +21,7 @@ from photon.ops import compaction
 from photon.ops import recover as recover_module
 from photon.ops.params import RecoverParams
 from photon.ops.recover import RecoveryStateError, recover
+from registry import BatchFencedError
 from tests.integration.ops_pipelines import OpsPhoton
 
 pytestmark = pytest.mark.integration
@@ -331,3 +332,34 @@ def test_compaction_where_the_logs_are_not_mounted_changes_nothing(
         _compact(ops_photon, elsewhere)
     assert sorted(store.keys(delta_prefix("a"))) == deltas
     assert list(store.keys(sorted_prefix("a"))) == []
+
+
+def test_an_ended_batch_of_the_live_attempt_is_fenced_before_its_ids_are_taken_over(
+    ops_photon: OpsPhoton,
+) -> None:
+    """Batch 2 of DC a's running attempt ended without writing its ids; a task of it may
+    still run on a lost executor. Recovery fences that batch (not the attempt: the
+    joiner runs on) before re-injecting: such a task fails its fence check instead of
+    writing the clicks a second time, and the attempt's other batches write as ever."""
+    _lose_batch_two(ops_photon)
+    settings, store, registry = ops_photon.settings, ops_photon.store, ops_photon.registry
+    attempt = current_attempt(settings, "a")
+    assert attempt is not None
+    window = RecoverParams.parse({"lookback_s": 3600, "settle_s": 0}).window()
+
+    report = recover(settings, store, registry, window, dry_run=False, run="live")
+
+    assert report.dead > 0 and report.fenced == []
+    assert report.fenced_batches == [f"{attempt}/000000000002"]
+    dispatcher = ops_photon.joiner("a").joiner
+    assert dispatcher is not None
+    zombie = dispatcher.registry  # a client holding the live attempt
+    with pytest.raises(BatchFencedError, match="000000000002"):
+        zombie.check_fence("000000000002")
+    zombie.check_fence("000000000003")  # the attempt's other batches go on
+    zombie.check_fence()
+    assert ops_photon.read_recovery_logs("a") == report.reinjected
+    joined = Counter(r["click_id"] for r in rows_under(store, "joined/"))
+    assert ops_photon.manifest is not None
+    assert set(joined) == set(ops_photon.manifest.expected_joins)
+    assert set(joined.values()) == {1}

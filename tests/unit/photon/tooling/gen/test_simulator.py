@@ -221,3 +221,21 @@ def test_a_live_stream_started_late_records_by_how_much(tmp_path: Path) -> None:
     assert load_manifest(tmp_path / "early").live_start_shift_s == 0.0
     write(simulate(cfg), tmp_path / "burst")  # not live: written at once, no shift to speak of
     assert load_manifest(tmp_path / "burst").live_start_shift_s == 0.0
+
+
+def test_no_click_is_stamped_after_the_runs_end_when_the_run_says_when_it_ends() -> None:
+    """A click is logged once it happened: a generator that writes its late tail at once
+    caps those delays at the run's end rather than write clicks ahead of their time."""
+    start = 1_767_225_600_000_000
+    free = simulate(GenConfig(start_us=start, queries=2_000, click_delay_tail_fraction=0.2))
+    until = start + 120_000_000
+    capped = simulate(
+        GenConfig(
+            start_us=start, queries=2_000, click_delay_tail_fraction=0.2, clicks_until_us=until
+        )
+    )
+    late = [c for c in free.expected_joins if EventId.parse(c).ts_us > until]
+    assert late  # the tail reaches hours past the run
+    times = [EventId.parse(c).ts_us for c in (*capped.expected_joins, *capped.never_joinable)]
+    assert max(times) <= until + 1_000  # a µs apart per process: ids are unique
+    assert len(capped.expected_joins) == len(free.expected_joins)  # the same clicks, sooner
