@@ -398,6 +398,9 @@ class GroupJoiner:
             out.registered = len(results)
             for click, row in to_register:
                 outcome = results.get(click.line.click_id)
+                if outcome is RegisterResult.TOO_NEW:  # held, or quarantined
+                    self._too_new(click, out)
+                    continue
                 out.resolved.append(click.line.click_id)
                 if outcome is None:  # another DC registered it since the lookup
                     out.counts["already_joined"] += 1
@@ -406,9 +409,6 @@ class GroupJoiner:
                     out.latencies_us.append(max(0, now - click.event.click_id.ts_us))
                 elif outcome is RegisterResult.ALREADY_REGISTERED:
                     out.counts["wasted"] += 1
-                elif outcome is RegisterResult.TOO_NEW:
-                    out.resolved.pop()  # held, or quarantined (then settled after all)
-                    self._too_new(click, out)
                 else:
                     out.counts["too_old"] += 1
                     too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))

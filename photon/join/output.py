@@ -292,7 +292,7 @@ class OutputWriter:
     def joined(self, batch: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> list[str]:
         """Write a batch's joined rows, one object per event hour; the keys written."""
         return [
-            self._put_clicks(
+            self._put_rows(
                 joined_key(self.dc, self.attempt, batch, hour), hour_rows, schema, "joined"
             )
             for hour, hour_rows in by_hour(rows).items()
@@ -304,7 +304,7 @@ class OutputWriter:
         """Write a batch's unjoinable (or too old) rows, one object per event hour."""
         kind = "too_old" if too_old else "unjoinable"
         return [
-            self._put_clicks(
+            self._put_rows(
                 unjoinable_key(self.dc, self.attempt, batch, hour, too_old=too_old),
                 hour_rows,
                 UNJOINABLE,
@@ -341,9 +341,9 @@ class OutputWriter:
             return None
         rows = [{"dc": self.dc, "stream": stream, **r.to_dict()} for r in records]
         key = quarantine_key(self.dc, stream, self.attempt, batch)
-        return self._put_clicks(key, rows, QUARANTINE, "quarantine", identity=_quarantined)
+        return self._put_rows(key, rows, QUARANTINE, "quarantine", identity=_quarantined)
 
-    def _put_clicks(
+    def _put_rows(
         self,
         key: str,
         rows: Sequence[Mapping[str, Any]],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 
-from photon.events.records import QuarantineReason, Stream, decode_click
+from photon.events.records import JOIN_REASONS, Stream, decode_click
 from photon.join.output import click_ids_in, output_prefix, window_prefixes
 from photon.ops.params import Window
 from photon.storage import ObjectStore
@@ -39,9 +39,14 @@ def ids_in_window(store: ObjectStore, kind: str, window: Window) -> set[str]:
     return {click for click in ids if in_window(click, window)}
 
 
+#: The reasons a joiner quarantines a click it decoded.
+_JOINERS_REASONS = frozenset(reason.value for reason in JOIN_REASONS)
+
+
 def unwritable_in_window(store: ObjectStore, window: Window) -> set[str]:
-    """The ids of the window's clicks quarantined as ``unwritable`` (their joined record
-    could not be written: never registered, never joined; docs/join.md).
+    """The ids of the window's clicks a joiner quarantined (``unwritable``: their joined
+    record could not be written; ``future_stamped``: beyond any sane clock): never
+    registered, never joined (docs/join.md).
 
     Quarantine objects are laid out by batch, not by hour: this reads the reason and
     the raw line of every click quarantine object of every DC. They are few (a batch
@@ -59,7 +64,7 @@ def unwritable_in_window(store: ObjectStore, window: Window) -> set[str]:
     for reason, raw in zip(
         table.column("reason").to_pylist(), table.column("raw_b64").to_pylist(), strict=True
     ):
-        if reason == QuarantineReason.UNWRITABLE.value:
+        if reason in _JOINERS_REASONS:
             click_id = str(decode_click(base64.b64decode(raw)).click_id)
             if in_window(click_id, window):
                 ids.add(click_id)
