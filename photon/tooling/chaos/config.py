@@ -46,9 +46,12 @@ SCHEDULE = {
     "log_file_faults": 0.35,
     "kill_joiner_2": 0.4,
     "redis_restart": 0.45,
+    "poison_values": 0.5,
+    "future_events": 0.52,
     "stale_epoch_partition": 0.55,
     "zombie_during_recovery": 0.58,
     "kill_joiner_3": 0.6,
+    "torn_lines": 0.62,
     "s3_unavailable": 0.65,
     "reshard": 0.7,
     "kill_joiner_4": 0.8,
@@ -81,6 +84,9 @@ FAULT_KINDS = (
     "zombie_during_recovery",
     "gc_during_catch_up",
     "log_file_faults",
+    "poison_values",
+    "future_events",
+    "torn_lines",
 )
 
 

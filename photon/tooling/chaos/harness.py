@@ -71,7 +71,7 @@ from photon.ops.verify import pending_retries, verify
 from photon.registry_access import connect_registry
 from photon.settings import CONFIG_ENV_VAR, PhotonSettings, env_names_in_file, load_settings
 from photon.storage import ObjectStore, s3_client
-from photon.tooling.chaos import analysis, charts, protocol_faults
+from photon.tooling.chaos import analysis, charts, field_faults, protocol_faults
 from photon.tooling.chaos.config import (
     CHAOS_ENV,
     CRASH_AFTER_COMMIT,
@@ -306,6 +306,7 @@ def _after_recovery(
     files = next((f for f in report.faults if f.kind == "log_file_faults"), None)
     if files is not None:
         protocol_faults.log_file_reports(files, store)
+    field_faults.field_reports(settings, store, report.faults)
 
 
 def accounting(
@@ -362,6 +363,9 @@ def _inject(
         "s3_unavailable": lambda: freeze_s3(stack, config.s3_freeze_s, since, every),
         "reshard": lambda: append_epoch(settings, since, every),
         "log_file_faults": lambda: protocol_faults.log_file_faults(settings, other, since),
+        "poison_values": lambda: field_faults.poison_values(settings, since),
+        "future_events": lambda: field_faults.future_events(settings, since),
+        "torn_lines": lambda: field_faults.torn_lines(settings, since),
         "stale_epoch_partition": lambda: protocol_faults.stale_epoch_partition(
             settings, services, other, since
         ),
