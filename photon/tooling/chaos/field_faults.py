@@ -184,7 +184,7 @@ def _wait_read(
     name: str,
     *,
     whole: bool = False,
-    timeout_s: float = 180.0,
+    timeout_s: float = 600.0,  # past a joiner frozen or restarting for another fault
 ) -> bool:
     """Until every DC's ``app`` committed a batch past the file's complete lines (its
     whole size with ``whole``: a torn tail read too)."""
