@@ -2,13 +2,13 @@
 DC's logs at once (every DC reads every click), while the pipelines run.
 
 * :func:`poison_values` — clicks of a query the DCs have read, whose ``cost_micros``
-  does not fit the output's int64: each DC must quarantine them (``unwritable``)
-  and register none;
+  does not fit the output's int64: a DC must quarantine them (``unwritable``) and
+  none register them;
 * :func:`future_events` — a query and its click stamped an hour ahead of the
   clock, a query stamped a day ahead, and a click stamped three days ahead, before
   the run's reshard: the hour-ahead click must be held (registered by no DC), the
-  three-day one quarantined (``future_stamped``), and no DC's query-reader
-  progress may run ahead of the clock by more than the skew;
+  three-day one quarantined (``future_stamped``) and registered by none, and no
+  DC's query-reader progress may run ahead of the clock by more than the skew;
 * :func:`torn_lines` — a query file whose writer left a torn last line and moved on
   to its next file: each DC's query reader must quarantine the torn bytes
   (``torn_line``) and count them read, so its progress does not freeze.
@@ -128,8 +128,10 @@ def field_reports(settings: PhotonSettings, store: ObjectStore, records: list[Fa
             ids = list(record.detail["ids"])
             reasons = _quarantined(store, settings.dcs, Stream.CLICKS, record.detail["file"])
             record.detail["reported"] = reasons
-            # at least once each (a DC replaying its logs under a new attempt may again)
-            record.struck = all(r.get("unwritable", 0) >= len(ids) for r in reasons.values())
+            # Quarantined by a DC that reached them (another may still hold them for their
+            # preferred DC when a fault restarts it afresh: its retry store goes with its
+            # state), and registered by none.
+            record.struck = any(r.get("unwritable", 0) >= len(ids) for r in reasons.values())
             record.struck = _registered(settings, ids) == [] and record.struck
         elif record.kind == "future_events" and record.struck:
             held, absurd = record.detail["held"], record.detail["quarantined"]
@@ -138,7 +140,7 @@ def field_reports(settings: PhotonSettings, store: ObjectStore, records: list[Fa
             limit = time.time_ns() // 1000 + int(settings.shards.max_clock_skew_s * _US)
             record.detail |= {"reported": reasons, "reader_progress_us": progress}
             record.struck = (
-                all(r.get("future_stamped", 0) >= 1 for r in reasons.values())
+                any(r.get("future_stamped", 0) >= 1 for r in reasons.values())
                 and _registered(settings, [held, absurd]) == []
                 and all(p <= limit for p in progress.values())
             )
