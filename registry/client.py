@@ -619,7 +619,16 @@ class IdRegistry:
 
     def _in_range(self, ops: list[_Op], results: dict[str, RegisterResult]) -> list[_Op]:
         """The ops whose ids are stamped no further ahead than ZooKeeper's now plus the
-        maximum clock skew; the others are answered ``TOO_NEW``.
+        maximum clock skew; the others are answered ``TOO_NEW`` (:meth:`too_new`)."""
+        ahead = self.too_new(op.event_id for op in ops)
+        for op in ops:
+            if op.key in ahead:
+                results[op.key] = RegisterResult.TOO_NEW
+        return [op for op in ops if op.key not in ahead]
+
+    def too_new(self, ids: Iterable[str | EventId]) -> set[str]:
+        """The ids stamped further ahead than ZooKeeper's now plus the maximum clock
+        skew: :meth:`register` answers them ``TOO_NEW`` (none without a skew set).
 
         An epoch starts at ZooKeeper's now plus at least that skew when it is
         appended (:meth:`append_epoch`), so an id registered within the bound is
@@ -628,19 +637,15 @@ class IdRegistry:
         clock has moved on since, which only widens the bound); otherwise the clock
         is read once, fresh.
         """
-        if self.max_clock_skew_us is None or not ops:
-            return ops
-        newest = max(op.event_id.ts_us for op in ops)
-        if newest > self.zk_now_seen_us + self.max_clock_skew_us:
+        if self.max_clock_skew_us is None:
+            return set()
+        event_ids = [i if isinstance(i, EventId) else EventId.parse(i) for i in ids]
+        if not event_ids:
+            return set()
+        if max(e.ts_us for e in event_ids) > self.zk_now_seen_us + self.max_clock_skew_us:
             self.zk_now_us()
         bound = self.zk_now_seen_us + self.max_clock_skew_us
-        in_range: list[_Op] = []
-        for op in ops:
-            if op.event_id.ts_us > bound:
-                results[op.key] = RegisterResult.TOO_NEW
-            else:
-                in_range.append(op)
-        return in_range
+        return {str(e) for e in event_ids if e.ts_us > bound}
 
     def _plan(
         self, items: Iterable[tuple[str | EventId, str]], config: ShardingConfig

@@ -73,6 +73,9 @@ class FakeRegistry:
     def read_token(self, event_id: str | EventId) -> str | None:
         return self.tokens.get(str(event_id))
 
+    def too_new(self, ids: Iterable[str | EventId]) -> set[str]:
+        return set()  # no clock bound in the fake
+
     def check_fence(self, batch: str | None = None) -> None:
         if self.fenced:
             raise AttemptFencedError("attempt fenced (fake)")

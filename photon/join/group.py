@@ -354,6 +354,14 @@ class GroupJoiner:
             pending, too_old = self._skip_registered(work.batch, work.clicks, False, out)
         if work.clicks:
             self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
+        # Stamped beyond the registry's clock plus the skew: held (or quarantined) before
+        # any query search, which a query as far ahead would wait on for as long.
+        ahead = self.registry.too_new(c.event.click_id for c in pending) if pending else set()
+        if ahead:
+            for click in pending:
+                if click.line.click_id in ahead:
+                    self._too_new(click, out)
+            pending = [c for c in pending if c.line.click_id not in ahead]
         found = self._find_queries(pending, now, work.reader_progress_us, out)
 
         token = self.token(work.batch)

@@ -168,3 +168,27 @@ def test_a_query_stamped_a_day_ahead_never_lets_a_stopped_readers_clicks_expire(
     a.joiner.process_retries()
     assert [r["click_id"] for r in rows(store, "joined/")] == [click]
     assert a.retries.pending() == 0
+
+
+def test_a_click_stamped_ahead_is_held_even_when_its_query_is_nowhere_yet(
+    make_dc: MakeDc, local_stack: LocalStack, tmp_path: Path
+) -> None:
+    """The query of a click an hour ahead is an hour ahead too, and no cache or log has
+    it yet: the click is held as stamped ahead before any query search (a search would
+    wait on the reader's progress for that hour), so a run may end without it."""
+    registry = IdRegistry.connect(
+        local_stack.settings.zk_hosts, f"/photon-future-{time.time_ns()}", max_clock_skew_s=60
+    )
+    try:
+        ahead = EventId("10.0.0.1", 9, registry.zk_now_us() + 3_600 * S)
+        query_id = str(EventId("10.0.0.2", 7, ahead.ts_us - 100_000))
+        clock = Clock(time.time_ns() // 1000)
+        a = make_dc("a", tmp_path / "logs", clock, reg=registry)
+        report = a.joiner.process(
+            "000000000000", line("c.0.log", {"click_id": str(ahead), "query_id": query_id})
+        )
+        assert (report.too_new, report.deferred, report.cache_misses) == (1, 0, 0)
+        assert a.retries.contains(str(ahead)) and a.retries.settleable(clock.now_us) == 0
+    finally:
+        registry.drop()
+        registry.close()
