@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from photon.events.records import ClickEvent, QueryEvent
 from photon.faults import FaultInjector
-from photon.join.output import decode
 from photon.logs.reader import LogLine
 from photon.ops.params import Window
 from photon.ops.window_output import unwritable_in_window
@@ -28,20 +27,12 @@ from photon.storage import ObjectStore
 from registry import IdRegistry, LookupResult
 
 from .conftest import Clock, MakeDc
+from .test_join import rows
 
 pytestmark = pytest.mark.integration
 
 START_US = 1_767_225_600_000_000
 S = 1_000_000
-
-
-def rows(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for key in store.keys(prefix):
-        data = store.get(key)
-        assert data is not None
-        found += decode(data)
-    return found
 
 
 def log_lines(name: str, records: list[bytes]) -> list[LogLine]:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from photon.join.output import decode
 from photon.logs.reader import LogLine
 from photon.ops.params import ReshardParams
 from photon.ops.reshard import apply, plan
@@ -21,15 +20,12 @@ from photon.tooling.stack.manager import LocalStack
 from registry import EventId, IdRegistry, LookupResult
 
 from .conftest import Clock, MakeDc
+from .test_join import rows
 
 pytestmark = pytest.mark.integration
 
 S = 1_000_000
 SKEW_S = 2
-
-
-def rows(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
-    return [row for key in store.keys(prefix) for row in decode(store.get(key) or b"")]
 
 
 def line(name: str, record: dict[str, Any]) -> list[LogLine]:

@@ -8,25 +8,20 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from photon.join.output import decode
 from photon.logs.reader import GrowingLogReader, LogLine
 from photon.storage import ObjectStore
 from registry import EventId
 
 from .conftest import Clock, DcParts, MakeDc
+from .test_join import rows
 
 pytestmark = pytest.mark.integration
 
 S = 1_000_000
 START_US = 1_767_225_600 * S
-
-
-def rows(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
-    return [row for key in store.keys(prefix) for row in decode(store.get(key) or b"")]
 
 
 def query(n: int, at_us: int) -> bytes:
