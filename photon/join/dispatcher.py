@@ -513,7 +513,8 @@ class Dispatcher(GroupJoiner):
         if quarantined:  # written before they leave the retry store: a crash loses none
             self._quarantine(batch, quarantined, report)
         for line, in_range_us in too_new:  # held until in range, without counting a try
-            self.retries.hold_too_new(line, now, max(in_range_us, now + _TOO_NEW_RECHECK_US))
+            until = max(in_range_us, now + _TOO_NEW_RECHECK_US)
+            self.retries.hold([line], now, until, too_new=True)
 
         # Only a click a group searched the logs for may expire: not one kept back.
         read_past = self._read_past(not_found, start.reader_progress_us)

@@ -181,36 +181,37 @@ class RetryStore:
             self.policy.max_age_s * _US
         )
 
-    def hold(self, clicks: Iterable[PendingClick], now_us: int, until_us: int) -> int:
+    def hold(
+        self,
+        clicks: Iterable[PendingClick],
+        now_us: int,
+        until_us: int,
+        *,
+        too_new: bool = False,
+    ) -> int:
         """Keep clicks until ``until_us`` without counting an attempt (DC affinity).
 
         A click already in the store keeps its attempts and first sighting; it
-        is due no earlier than ``until_us``.
+        is due no earlier than ``until_us``. ``too_new``: held because the registry
+        found it stamped too far ahead of its clock, until its time less the skew;
+        marked, so that :meth:`settleable` leaves it out (no run can settle it
+        before then).
         """
+        marked = until_us if too_new else None
         held = 0
         with self._transaction():
             for click in clicks:
-                # held for its preferred DC: the reader's progress wakes it no earlier
+                # held: the reader's progress wakes it no earlier
                 self._db.execute(
                     "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
-                    "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, 0, ?, NULL) "
+                    "due_us, wake_progress_us, too_new_until_us) "
+                    "VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?) "
                     "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
-                    "wake_progress_us = NULL",
-                    (click.click_id, click.raw, click.file, click.offset, now_us, until_us),
+                    "wake_progress_us = NULL, too_new_until_us = excluded.too_new_until_us",
+                    (click.click_id, click.raw, click.file, click.offset, now_us, until_us, marked),
                 )
                 held += 1
         return held
-
-    def hold_too_new(self, click: PendingClick, now_us: int, until_us: int) -> None:
-        """Hold a click the registry found stamped too far ahead of its clock until
-        ``until_us`` (its time less the skew), without counting a try; marked, so that
-        :meth:`settleable` leaves it out: no run can settle it before then."""
-        self.hold([click], now_us, until_us)
-        with self._transaction():
-            self._db.execute(
-                "UPDATE retries SET too_new_until_us = ? WHERE click_id = ?",
-                (until_us, click.click_id),
-            )
 
     def too_new(self, now_us: int) -> int:
         """Clicks held as stamped too far ahead whose time less the skew is still to come."""

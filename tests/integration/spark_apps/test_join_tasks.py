@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from photon.join.dispatcher import BatchReport
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
@@ -61,6 +62,15 @@ def _executor_settings(
     )
 
 
+def _join_every_batch(dc: DcParts, root: Path, clock: Clock) -> list[BatchReport]:
+    """The DC's queries read, then its click logs joined batch by batch and drained."""
+    read_every_query(dc, root)
+    reports = [dc.joiner.process(f"{n:012d}", lines) for n, lines in
+               enumerate(batches(root / dc.dc / "clicks", 16 * 1024))]  # fmt: skip
+    drain(dc, clock)
+    return reports
+
+
 def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     make_dc: MakeDc,  # noqa: F811
     store: ObjectStore,  # noqa: F811
@@ -85,10 +95,7 @@ def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
         return outcomes
 
     a.joiner.run_groups = run_groups
-    read_every_query(a, root)
-    reports = [a.joiner.process(f"{n:012d}", lines) for n, lines in
-               enumerate(batches(root / "a" / "clicks", 16 * 1024))]  # fmt: skip
-    drain(a, clock)
+    reports = _join_every_batch(a, root, clock)
 
     assert sum(r.joined for r in reports) > 0
     assert ran_in and os.getpid() not in ran_in  # Spark's Python workers joined, not this one
@@ -124,10 +131,7 @@ def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_rep
     )
     a.joiner.join_groups = 4
     a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
-    read_every_query(a, root)
-    reports = [a.joiner.process(f"{n:012d}", lines) for n, lines in
-               enumerate(batches(root / "a" / "clicks", 16 * 1024))]  # fmt: skip
-    drain(a, clock)
+    reports = _join_every_batch(a, root, clock)
 
     joined = [r for r in reports if r.joined]
     assert joined and all(r.task_retries for r in joined)  # each joined on a task's retry

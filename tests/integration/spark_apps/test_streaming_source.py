@@ -6,7 +6,6 @@ gives it (``batch_offsets`` + ``read_batch``): the same rows as Spark's own read
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
+from tests.logrotate import ROTATIONS, rotate
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +156,7 @@ def test_a_file_replaced_and_one_rotated_between_runs_are_read_once_each(
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("rotation", ["rename", "copytruncate"])
+@pytest.mark.parametrize("rotation", ROTATIONS)
 def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_bytes_went(
     spark: SparkSession, tmp_path: Path, rotation: str
 ) -> None:
@@ -175,12 +175,7 @@ def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_byt
     assert query.exception() is not None
     failed = batches[-1]
 
-    if rotation == "rename":
-        (logs / "x.log").rename(logs / "x.log.1")
-    else:
-        shutil.copyfile(logs / "x.log", logs / "x.log.1")
-        with (logs / "x.log").open("r+b") as cut:
-            cut.truncate(0)
+    rotate(logs / "x.log", rotation)
     with (logs / "x.log").open("ab") as f:  # the writer goes on in a new x.log
         f.write(_long("y0", "y1"))
     replayed: Batches = []

@@ -425,18 +425,7 @@ def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
     a = make_dc("a", root, clock)
     read_every_query(a, root)
     [clicks, *rest] = batches(root / "a" / "clicks", 16 * 1024)
-
-    monkeypatch.setattr(
-        a.joiner.output,
-        "joined",
-        crashing("killed after the registry commit, before the output write"),
-    )
-    with pytest.raises(SystemExit):
-        a.joiner.process("000000000000", clicks)
-    monkeypatch.undo()
-    ids = {c for c in map(_click_id, clicks) if c is not None}
-    registered = [c for c in ids if registry.read_token(c) == "a/run1/000000000000"]
-    assert registered  # the crashed try did register
+    registered = _crash_before_the_write(a, clicks, registry, monkeypatch)
     assert list(store.keys("joined/")) == []  # and wrote nothing
 
     restarted = make_dc("a", root, clock)  # a new process: same checkpoint, same state dir
@@ -446,6 +435,25 @@ def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
         restarted.joiner.process(f"{n:012d}", lines)
     run_dc(restarted, root, clock, clicks_first=False)
     check_exactly_once(store, manifest)
+
+
+def _crash_before_the_write(
+    dc: DcParts, clicks: list[LogLine], registry: IdRegistry, monkeypatch: pytest.MonkeyPatch
+) -> set[str]:
+    """Batch 0 of ``clicks`` killed after its registry commit, before its output write;
+    the ids it registered (there are some)."""
+    monkeypatch.setattr(
+        dc.joiner.output,
+        "joined",
+        crashing("killed after the registry commit, before the output write"),
+    )
+    with pytest.raises(SystemExit):
+        dc.joiner.process("000000000000", clicks)
+    monkeypatch.undo()
+    ids = {c for c in map(_click_id, clicks) if c is not None}
+    registered = {c for c in ids if registry.read_token(c) == f"{dc.dc}/run1/000000000000"}
+    assert registered  # the crashed try did register
+    return registered
 
 
 def _click_id(line: LogLine) -> str | None:
@@ -954,13 +962,7 @@ def test_a_batch_replayed_after_the_gc_retention_lists_its_collected_clicks_and_
     a = make_dc("a", root, clock)
     read_every_query(a, root)
     [clicks, *_] = batches(root / "a" / "clicks", 16 * 1024)
-    monkeypatch.setattr(a.joiner.output, "joined", crashing("killed before the output write"))
-    with pytest.raises(SystemExit):
-        a.joiner.process("000000000000", clicks)
-    monkeypatch.undo()
-    ids = {c for c in map(_click_id, clicks) if c is not None}
-    registered = {c for c in ids if registry.read_token(c) == "a/run1/000000000000"}
-    assert registered
+    registered = _crash_before_the_write(a, clicks, registry, monkeypatch)
     for shard in range(registry.sharding().max_shards):  # the retention passes them all
         registry.advance_gc_boundary(shard, START_US + 3_600 * S)
         registry.gc(shard)

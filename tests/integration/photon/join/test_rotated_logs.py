@@ -6,7 +6,6 @@ never freezes it (docs/join.md, "When a click is unjoinable")."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from photon.logs.reader import GrowingLogReader, LogLine
 from photon.storage import ObjectStore
 from registry import EventId
+from tests.logrotate import ROTATIONS, rotate
 
 from .conftest import Clock, DcParts, MakeDc
 from .test_join import rows
@@ -57,7 +57,7 @@ def click_for(clicks: Path, n: int, query_at_us: int) -> list[LogLine]:
     return [LogLine(path.name, 0, raw)]
 
 
-@pytest.mark.parametrize("rotation", ["rename", "copytruncate"])
+@pytest.mark.parametrize("rotation", ROTATIONS)
 def test_a_query_file_rotated_under_a_stopped_reader_holds_its_progress_back(
     make_dc: MakeDc, store: ObjectStore, tmp_path: Path, rotation: str
 ) -> None:
@@ -79,12 +79,7 @@ def test_a_query_file_rotated_under_a_stopped_reader_holds_its_progress_back(
     before = a.reader.publish_progress()
     assert before is not None
 
-    if rotation == "rename":
-        (queries / "q.log").rename(queries / "q.log.1")
-    else:
-        shutil.copyfile(queries / "q.log", queries / "q.log.1")
-        with (queries / "q.log").open("r+b") as cut:
-            cut.truncate(0)
+    rotate(queries / "q.log", rotation)
     late_at = START_US + 100 * S
     (queries / "q.log").write_bytes(query(9, late_at))  # shorter than the old q.log
     clock.now_us = late_at + 2 * S

@@ -173,13 +173,13 @@ def test_a_click_held_as_too_new_waits_without_a_try_and_no_run_waits_for_it(
     store: RetryStore,
 ) -> None:
     store.defer([click(1)], now_us=100 * S)  # an ordinary pending click
-    store.hold_too_new(click(2), now_us=100 * S, until_us=3_700 * S)  # an hour ahead
+    store.hold([click(2)], now_us=100 * S, until_us=3_700 * S, too_new=True)  # an hour ahead
     assert store.pending() == 2 and store.too_new(100 * S) == 1
     assert store.settleable(100 * S) == 1  # a run may end with the held one pending
     assert [c.click_id for c in store.due(200 * S, 10)] == [click(1).click_id]
     [due] = [c for c in store.due(3_700 * S, 10) if c.click_id == click(2).click_id]
     assert due.attempts == 0  # holding counts no try
     assert store.too_new(3_700 * S) == 0 and store.settleable(3_700 * S) == 2  # in range now
-    store.hold_too_new(click(2), now_us=3_700 * S, until_us=3_800 * S)
+    store.hold([click(2)], now_us=3_700 * S, until_us=3_800 * S, too_new=True)
     store.defer([click(2)], now_us=3_800 * S)  # tried once in range: an ordinary click
     assert store.too_new(0) == 0 and store.settleable(0) == 2
