@@ -52,6 +52,7 @@ from photon.faults import CRASH_EXIT_CODE, STEPS
 from photon.join.backlog import committed_offsets, joiner_backlog
 from photon.join.output import attempt_keys, decode, output_prefix
 from photon.join.runtime import current_attempt
+from photon.logs.reader import HEAD_BYTES
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
@@ -399,13 +400,20 @@ def log_file_reports(record: FaultRecord, store: ObjectStore) -> None:
 
 
 def _copied_lines(clicks: Path, count: int) -> list[bytes]:
-    """The first ``count`` complete lines of the DC's oldest click file."""
+    """The first ``count`` complete lines of the DC's oldest click file that are at least
+    :data:`~photon.logs.reader.HEAD_BYTES` long: a file cut after its first line keeps its
+    head, so the reader can tell it truncated (a shorter file has no head, and is read
+    again as a replaced one: docs/join.md, "Files by identity")."""
     files = sorted(p for p in clicks.glob("*.log") if not p.name.startswith(FILE_PREFIX))
     lines: list[bytes] = []
     for path in files:
         with path.open("rb") as f:
             data = f.read(1 << 20)
-        lines += [line for line in data.split(b"\n")[:-1] if line.startswith(b"{")]
+        lines += [
+            line
+            for line in data.split(b"\n")[:-1]
+            if line.startswith(b"{") and len(line) >= HEAD_BYTES
+        ]
         if len(lines) >= count:
             break
     return lines[:count]

@@ -351,3 +351,19 @@ def test_a_file_that_went_is_reported_once_at_the_offset_it_was_read_to(tmp_path
     )
     assert "a.log" not in second.offsets
     assert reader.read(second.offsets, heads=second.heads).truncations == []
+
+
+def test_a_file_cut_below_its_head_is_read_again_as_a_replaced_one(tmp_path: Path) -> None:
+    # Under HEAD_BYTES there is no head to tell a truncation from a new short file:
+    # the reader reads it again (a duplicate the registry settles), never skips it.
+    path = tmp_path / "a.000000.log"
+    first = b"short\n"
+    path.write_bytes(first + b"x" * 80 + b"\n")
+    reader = GrowingLogReader(tmp_path)
+    before = reader.read()
+    os.truncate(path, len(first))
+    after = reader.read(before.offsets, heads=before.heads)
+    assert [(t.reason, t.offset) for t in after.truncations] == [
+        (QuarantineReason.FILE_REPLACED, len(first) + 81)
+    ]
+    assert [line.raw for line in after.lines] == [b"short"]
