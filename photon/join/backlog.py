@@ -3,7 +3,8 @@
 An app's progress is its Spark checkpoint: ``commits/<n>`` marks batch ``n``
 done and ``offsets/<n>`` holds, on its last line, the source's end offsets
 ``{"files": {"<name>": <byte offset>}, ...}``. The backlog is every log byte
-past those offsets; its *lag* is how far behind the end of its logs the app
+past those offsets, in the log files the reader reads (logrotate's ``x.log.1``
+too: a writer that has not reopened its file writes on there); its *lag* is how far behind the end of its logs the app
 is, in the logs' own time: per ad server's series of files, the event time
 (by id) of its newest line less that of its oldest uncommitted one, the
 largest over the servers — 0 when nothing is left. Both times come from the
@@ -21,6 +22,7 @@ or as no progress); lines that do not decode are passed over.
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from pathlib import Path
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream, decode_click, decode_query
 from photon.logs.offset_log import logged_offsets
+from photon.logs.reader import GrowingLogReader
 from photon.settings import PhotonSettings
 
 #: How far past an offset to look for the first line that decodes.
@@ -60,8 +63,8 @@ def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS)
     """The backlog of the ``stream`` logs in directory ``logs`` past ``offsets``."""
     event_us = _CLICK_US if stream is Stream.CLICKS else _QUERY_US
     series: dict[str, list[Path]] = defaultdict(list)  # one ad server's files, in order
-    for path in sorted(logs.glob("*.log")) if logs.is_dir() else []:
-        series[path.name.rsplit(".", 2)[0]].append(path)
+    for name in sorted(GrowingLogReader(logs).files(), key=_writing_order):
+        series[_unrotated(name).rsplit(".", 2)[0]].append(logs / name)
     unread, lag_us, behind = 0, 0, 0
     for files in series.values():
         oldest_us: int | None = None
@@ -92,6 +95,22 @@ def query_reader_backlog(settings: PhotonSettings, dc: str) -> Backlog:
     """The query reader's unread query-log bytes and files, and its lag by query times."""
     checkpoint = settings.pipeline_dir(dc, QUERY_READER) / "checkpoint"
     return backlog(settings.dc_logs(dc) / "queries", committed_offsets(checkpoint), Stream.QUERIES)
+
+
+_ROTATED = re.compile(r"(?P<name>.+\.log)\.(?P<n>[0-9]+)")
+
+
+def _unrotated(name: str) -> str:
+    """A log file's name before logrotate renamed it (``x.log.2`` -> ``x.log``)."""
+    match = _ROTATED.fullmatch(name)
+    return match["name"] if match else name
+
+
+def _writing_order(name: str) -> tuple[str, int]:
+    """Oldest first: logrotate's ``x.log.2`` holds older lines than ``x.log.1``, and
+    that than ``x.log``."""
+    match = _ROTATED.fullmatch(name)
+    return (match["name"], -int(match["n"])) if match else (name, 0)
 
 
 EventTime = Callable[[bytes], int]

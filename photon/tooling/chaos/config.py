@@ -31,6 +31,12 @@ CHAOS_ENV = {
     "PHOTON_SHARDS__MAX_CLOCK_SKEW_S": "5",
     # The joiners' writes go to a loopback S3: in flight for well under this.
     "PHOTON_PIPELINE__FENCE_SETTLE_S": "5",
+    # Spark tries a failed task again, up to 4 times, as a standalone master does
+    # (`photon chaos --spark-cluster` runs the apps on one): task_retry_after_commit.
+    "PHOTON_PIPELINE__SPARK_MASTER": "local[*,4]",
+    # A join task's first try fails after its registry commit this often, all run
+    # long, in every DC (task_retry_after_commit): the retry must join as a replay.
+    "PHOTON_FAULTS__FAIL_TASK_AFTER_COMMIT_P": "0.05",
 }
 
 
@@ -46,6 +52,7 @@ SCHEDULE = {
     "log_file_faults": 0.35,
     "kill_joiner_2": 0.4,
     "redis_restart": 0.45,
+    "log_rotation": 0.47,
     "poison_values": 0.5,
     "future_events": 0.52,
     "stale_epoch_partition": 0.55,
@@ -87,6 +94,8 @@ FAULT_KINDS = (
     "poison_values",
     "future_events",
     "torn_lines",
+    "task_retry_after_commit",
+    "log_rotation",
 )
 
 

@@ -13,7 +13,13 @@ and pipeline state of its own:
    up); kill -9 of the
    ZooKeeper leader (restarted after ``restart_after_s``, as a service
    manager would); Redis killed and restarted; the S3 endpoint frozen
-   (SIGSTOP) and resumed; a sharding epoch appended. Before those, from the
+   (SIGSTOP) and resumed; a sharding epoch appended; the logs rotated under
+   the apps, and between a crashed batch and its replay
+   (:mod:`~photon.tooling.chaos.rotation_faults`); poison, future-stamped and
+   torn lines (:mod:`~photon.tooling.chaos.field_faults`). All run long, a join
+   task's first try fails after its registry commit now and then
+   (``faults.fail_task_after_commit_p``), on a master that tries it again
+   (``local[*,4]``, or the standalone cluster). Before those, from the
    stream's start, the outage DC's joiner runs with
    ``faults.crash_after_commit_p`` = 1: it crashes between its first registry
    commit and that batch's output write, and its local state is lost, so
@@ -71,7 +77,13 @@ from photon.ops.verify import pending_retries, verify
 from photon.registry_access import connect_registry
 from photon.settings import CONFIG_ENV_VAR, PhotonSettings, env_names_in_file, load_settings
 from photon.storage import ObjectStore, s3_client
-from photon.tooling.chaos import analysis, charts, field_faults, protocol_faults
+from photon.tooling.chaos import (
+    analysis,
+    charts,
+    field_faults,
+    protocol_faults,
+    rotation_faults,
+)
 from photon.tooling.chaos.config import (
     CHAOS_ENV,
     CRASH_AFTER_COMMIT,
@@ -98,21 +110,27 @@ from photon.tooling.gen.model import GenConfig, Manifest
 from photon.tooling.gen.simulator import live_until, load_manifest
 from photon.tooling.runs import StreamClock, clean_up, environment, namespace, write_live
 from photon.tooling.stack.manager import LocalStack
-from registry import IdRegistry
 
 log = structlog.get_logger(__name__)
 
 _US = 1_000_000
+MASTER_ENV = "PHOTON_PIPELINE__SPARK_MASTER"
 
 
 def chaos_environment(
-    stamp: str, workdir: Path, config_file: Path | None, environ: Mapping[str, str]
+    stamp: str,
+    workdir: Path,
+    config_file: Path | None,
+    environ: Mapping[str, str],
+    spark_master: str | None = None,
 ) -> dict[str, str]:
     """The variables a chaos run sets for itself and every process it starts: roots,
     bucket and cache prefix of its own; the config file the user gave (``--config``),
-    so the apps read it too; and the chaos run's defaults (:data:`CHAOS_ENV`) for
-    what neither the environment nor that file sets."""
+    so the apps read it too; the Spark master asked for (``--spark-cluster``); and the
+    chaos run's defaults (:data:`CHAOS_ENV`) for what none of those sets."""
     own = namespace(stamp, workdir)
+    if spark_master is not None:
+        own[MASTER_ENV] = spark_master
     in_file: set[str] = set()
     if config_file is not None:
         own[CONFIG_ENV_VAR] = str(config_file.resolve())
@@ -127,10 +145,12 @@ def run_chaos(
     *,
     workdir: Path,
     config_file: Path | None = None,
+    spark_master: str | None = None,
     step: Callable[[str], None] = lambda _: None,
 ) -> ChaosReport:
     stamp = f"chaos-{uuid.uuid4().hex[:8]}"
-    with environment(chaos_environment(stamp, workdir, config_file, os.environ)):
+    own = chaos_environment(stamp, workdir, config_file, os.environ, spark_master)
+    with environment(own):
         run_settings = load_settings()
         if len(run_settings.dcs) < 2:
             raise ValueError("a chaos run needs at least two DCs")
@@ -232,7 +252,14 @@ def _run(
         )
         step("verification, then recovery of lost clicks")
         with connect_registry(settings) as registry:
-            report.lost_to_crash = _held_by_crashed_attempt(report, registry, window, missing)
+            # Before verification clears them: which attempt and batch registered each id.
+            tokens = registry.registered(
+                *(int(t.timestamp() * _US) for t in (window.start, window.end))
+            )
+            report.lost_to_crash = _held_by_crashed_attempt(report, tokens, missing)
+            rotation = next((f for f in report.faults if f.kind == "log_rotation"), None)
+            if rotation is not None:
+                rotation_faults.replayed_batch_written(rotation, tokens, sampler.counts)
             before = verify(
                 settings, store, registry, window, run="chaos-before",
                 latency_bound_s=24 * 3600, clear_tokens=True,
@@ -306,6 +333,9 @@ def _after_recovery(
     files = next((f for f in report.faults if f.kind == "log_file_faults"), None)
     if files is not None:
         protocol_faults.log_file_reports(files, store)
+    retries = protocol_faults.task_retries(services, settings.dcs, settings.pipeline.spark_master)
+    retries.ended_s = round(sampler.since_start(), 1)
+    report.faults.append(retries)
     field_faults.field_reports(settings, store, report.faults)
 
 
@@ -366,6 +396,9 @@ def _inject(
         "poison_values": lambda: field_faults.poison_values(settings, since),
         "future_events": lambda: field_faults.future_events(settings, since),
         "torn_lines": lambda: field_faults.torn_lines(settings, since),
+        "log_rotation": lambda: rotation_faults.log_rotation(
+            settings, services, clock, other, down, since, FAULTY_RUN_TIMEOUT_S
+        ),
         "stale_epoch_partition": lambda: protocol_faults.stale_epoch_partition(
             settings, services, other, since
         ),
@@ -528,9 +561,10 @@ def _recovery_times(
 
 
 def _held_by_crashed_attempt(
-    report: ChaosReport, registry: IdRegistry, window: Window, missing: set[str]
+    report: ChaosReport, tokens: Mapping[str, str], missing: set[str]
 ) -> int:
-    """How many of the missing clicks hold a token of the attempt crashed after its commit."""
+    """How many of the missing clicks hold a token (``tokens``: id -> token, the
+    registry's) of the attempt crashed after its commit."""
     crashed = {
         str(r.detail["lost_tokens"])
         for r in report.faults
@@ -539,8 +573,6 @@ def _held_by_crashed_attempt(
     }
     if not crashed or not missing:
         return 0
-    start_us, end_us = (int(t.timestamp() * _US) for t in (window.start, window.end))
-    tokens = registry.registered(start_us, end_us)
     return sum(1 for c in missing if any(tokens.get(c, "").startswith(p) for p in crashed))
 
 

@@ -56,6 +56,7 @@ from photon.logs.reader import HEAD_BYTES
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
+from photon.tooling.chaos.analysis import json_lines
 from photon.tooling.chaos.record import FaultRecord
 from photon.tooling.chaos.service_manager import ServiceManager
 from photon.tooling.runs import StreamClock
@@ -162,7 +163,7 @@ def replay_at_every_step(
         for n, step in enumerate(STEPS):
             then = step_env(STEPS[n + 1]) if n + 1 < len(STEPS) else None
             exits[step] = services.await_exit(dc, JOINER, timeout_s, then=then)
-            _hold_until_streaming(services, clock, dc)
+            hold_until_streaming(services, clock, dc)
     crashed = [step for step, code in exits.items() if code in _CRASHED]
     return FaultRecord(
         "replay_at_every_step",
@@ -174,7 +175,7 @@ def replay_at_every_step(
     )
 
 
-def _hold_until_streaming(
+def hold_until_streaming(
     services: ServiceManager,
     clock: StreamClock,
     dc: str,
@@ -249,7 +250,7 @@ def zombie_during_recovery(
     """
     attempt = current_attempt(settings, dc)
     # The armed joiner starts again with the stream still to come.
-    _hold_until_streaming(services, clock, dc, lambda: services.rearm(dc, JOINER, PAUSE_ENV))
+    hold_until_streaming(services, clock, dc, lambda: services.rearm(dc, JOINER, PAUSE_ENV))
     stopped: list[psutil.Process] = []
 
     def paused() -> bool:
@@ -344,6 +345,28 @@ def gc_during_catch_up(
     )
 
 
+def task_retries(services: ServiceManager, dcs: list[str], master: str) -> FaultRecord:
+    """Whether join tasks whose first try failed after its registry commit
+    (``faults.fail_task_after_commit_p``, all run long) were tried again by Spark, in
+    every DC: each retry joins as a replay of its group (docs/join.md, "Why none is
+    lost"). Read from the joiners' logs once the run is over."""
+    retried = {
+        dc: sum(
+            1
+            for line in json_lines(services.log_path(dc, JOINER))
+            if line.get("event") == "joiner.task_retried"
+        )
+        for dc in dcs
+    }
+    return FaultRecord(
+        "task_retry_after_commit",
+        "join tasks",
+        affects=[],  # all run long: judged by the run's duplicates and losses
+        struck=all(retried.values()),
+        detail={"retried_tasks": retried, "spark_master": master},
+    )
+
+
 def log_file_faults(settings: PhotonSettings, dc: str, since: Callable[[], float]) -> FaultRecord:
     """Files of ``dc``'s click logs, changed under its running joiner in every way the
     reader must tell: truncated, replaced, rotated, deleted, and a torn last line."""
@@ -435,11 +458,14 @@ def _all_read(checkpoint: Path, clicks: Path, names: list[str]) -> bool:
 
 __all__ = [
     "FILE_PREFIX",
+    "FrozenJoiner",
     "gc_during_catch_up",
+    "hold_until_streaming",
     "log_file_faults",
     "log_file_reports",
     "replay_at_every_step",
     "resume_zombie",
     "stale_epoch_partition",
+    "task_retries",
     "zombie_during_recovery",
 ]

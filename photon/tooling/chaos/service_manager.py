@@ -31,7 +31,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,12 +174,19 @@ class ServiceManager:
         return code
 
     def await_exit(
-        self, dc: str, app: str, timeout_s: float, then: Mapping[str, str] | None = None
+        self,
+        dc: str,
+        app: str,
+        timeout_s: float,
+        then: Mapping[str, str] | None = None,
+        before_restart: Callable[[], object] = lambda: None,
     ) -> int | None:
-        """Wait for the faulty run of ``app`` to exit, keeping its state; start it again
-        with the fault setting ``then`` (it stays faulty) or, None, as usual. Returns the
-        run's exit status (None: it did not exit in time, and was killed)."""
+        """Wait for the faulty run of ``app`` to exit, keeping its state; call
+        ``before_restart`` (what happens while it is down), then start it again with the
+        fault setting ``then`` (it stays faulty) or, None, as usual. Returns the run's
+        exit status (None: it did not exit in time, and was killed)."""
         code = self._await_faulty(dc, app, timeout_s)
+        before_restart()
         with self._lock:
             if then is None:
                 del self._faulty[(dc, app)]

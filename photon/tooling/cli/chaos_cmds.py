@@ -65,6 +65,14 @@ def chaos(
         ),
     ] = None,
     keep: Annotated[bool, typer.Option(help="Keep the run's registry root, bucket, keys.")] = False,
+    spark_cluster: Annotated[
+        bool,
+        typer.Option(
+            "--spark-cluster",
+            help="Run the apps on the stack's standalone Spark master (`photon up "
+            "--spark-cluster`); default local[*,4], which also tries a failed task again.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Join a live two-DC stream while joiners, a DC, ZooKeeper, Redis, S3 and log files
@@ -102,12 +110,24 @@ def chaos(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--outage-s") from None
+    master = None
+    if spark_cluster:
+        from photon.tooling.stack.manager import LocalStack
+
+        master = LocalStack(settings).status().endpoints.get("spark_master")
+        if master is None:
+            raise typer.BadParameter(
+                "no standalone Spark master runs in this stack: `photon up --spark-cluster` "
+                "first",
+                param_hint="--spark-cluster",
+            )
     with tempfile.TemporaryDirectory(prefix="photon-chaos-") as workdir:
         report = run_chaos(
             settings,
             config,
             workdir=Path(workdir),
             config_file=ctx.find_root().obj,  # --config: the run and its apps read it
+            spark_master=master,
             step=lambda s: err.print(f"[dim]chaos:[/] {s}"),
         )
     data = report.to_dict()

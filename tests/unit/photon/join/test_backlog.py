@@ -74,3 +74,19 @@ def test_a_log_longer_than_the_probe_is_read_from_its_end(tmp_path: Path) -> Non
     assert (logs / "10.0.0.1.000000.log").stat().st_size > 128 * 1024
     read = sum(len(line) + 1 for line in lines[:500])
     assert backlog(logs, {"10.0.0.1.000000.log": read}).lag_s == pytest.approx(1_499.0, abs=0.01)
+
+
+def test_a_rotated_file_counts_in_its_servers_backlog_before_the_file_after_it(
+    tmp_path: Path,
+) -> None:
+    # logrotate renamed x.log to x.log.1 while its writer, not reopened yet, writes on there
+    logs = tmp_path / "clicks"
+    logs.mkdir()
+    lines = [click_line(n, T0 + n * S) for n in range(6)]
+    (logs / "10.0.0.1.000000.log.1").write_bytes(b"\n".join(lines[:4]) + b"\n")
+    (logs / "10.0.0.1.000000.log").write_bytes(b"\n".join(lines[4:]) + b"\n")
+    read = len(lines[0]) + 1
+    got = backlog(logs, {"10.0.0.1.000000.log.1": read})
+    assert got.bytes == sum(p.stat().st_size for p in logs.iterdir()) - read
+    assert got.files == 2
+    assert got.lag_s == pytest.approx(4.0, abs=0.01)  # 1 s (oldest unread) to 5 s (newest)

@@ -149,7 +149,7 @@ def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() ->
     with pytest.raises(ValueError, match="sample_s must be positive"):
         ChaosConfig(sample_s=0)
     every = [name for name, _ in scheduled(ChaosConfig())]
-    assert every == sorted(SCHEDULE, key=SCHEDULE.__getitem__) and len(every) == 15
+    assert every == sorted(SCHEDULE, key=SCHEDULE.__getitem__) and len(every) == 16
     two = scheduled(ChaosConfig(joiner_kills=2))
     assert [n for n, _ in two if n.startswith("kill")] == ["kill_joiner_1", "kill_joiner_2"]
     assert [n for n, _ in two if not n.startswith("kill")] == [

@@ -71,3 +71,17 @@ def test_a_run_reads_the_config_file_it_is_given(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least two DCs"):
         run_chaos(load_settings(), ChaosConfig(outage_dc="a"), workdir=tmp_path, config_file=path)
     assert "PHOTON_CONFIG" not in os.environ  # the run's variables are gone with it
+
+
+def test_apps_get_a_master_that_tries_a_failed_task_again_or_the_cluster_asked_for(
+    tmp_path: Path,
+) -> None:
+    # task_retry_after_commit needs Spark to try a task again: local[*] would fail the job
+    env = chaos_environment("chaos-3", tmp_path, None, {})
+    assert env["PHOTON_PIPELINE__SPARK_MASTER"] == "local[*,4]"
+    assert float(env["PHOTON_FAULTS__FAIL_TASK_AFTER_COMMIT_P"]) > 0
+    on_cluster = chaos_environment(
+        "chaos-4", tmp_path, None, {"PHOTON_PIPELINE__SPARK_MASTER": "local[2]"},
+        spark_master="spark://127.0.0.1:7077",
+    )  # fmt: skip
+    assert on_cluster["PHOTON_PIPELINE__SPARK_MASTER"] == "spark://127.0.0.1:7077"
