@@ -4,11 +4,12 @@ An app's progress is its Spark checkpoint: ``commits/<n>`` marks batch ``n``
 done and ``offsets/<n>`` holds, on its last line, the source's end offsets
 ``{"files": {"<name>": <byte offset>}, ...}``. The backlog is every log byte
 past those offsets, in the log files the reader reads (logrotate's ``x.log.1``
-too: a writer that has not reopened its file writes on there); its *lag* is how far behind the end of its logs the app
-is, in the logs' own time: per ad server's series of files, the event time
-(by id) of its newest line less that of its oldest uncommitted one, the
-largest over the servers — 0 when nothing is left. Both times come from the
-same server's clock, so a server's clock skew cancels out. An app that is
+too: a writer that has not reopened its file writes on there); its *lag* is
+how far behind the end of its logs the app is, in the logs' own time: per ad
+server's series of files, the event time (by id) of its newest line less that
+of its oldest uncommitted one, the largest over the servers — 0 when nothing
+is left. Both times come from the same server's clock, so a server's clock
+skew cancels out. An app that is
 caught up has a lag of about one micro-batch; one back from an outage starts
 with a lag as long as the outage and drains it. The joiners' lag (clicks)
 and the query readers' (queries) are read alike; ``photon status``, the

@@ -31,8 +31,9 @@ How it fails, and what it does instead:
   copied then truncated) continues that file from its offset, reported as
   ``file_rotated``, so nothing is read twice or skipped;
 * a torn last line (bytes after the last ``\\n``) of a file whose writer has
-  moved on — a later file of the same writer (``<name>.<seq>.log``) exists —
-  will never be completed: it is returned as a ``torn_line`` quarantine
+  moved on — a later file of the same writer (``<name>.<seq>.log``) exists, or,
+  for a file logrotate rotated (``x.log.1``), the name it came from (``x.log``,
+  written anew) — will never be completed: it is returned as a ``torn_line`` quarantine
   record with its bytes, once;
 * files that appear later are picked up, in name order, on the next read;
   the log files are ``*.log`` and their rotated names ``*.log.<n>``
@@ -71,16 +72,31 @@ _CHUNK_BYTES = 1 << 20
 _WRITER_FILE = re.compile(r"(?P<writer>.+)\.(?P<seq>\d+)\.log")
 
 
+_ROTATED_FILE = re.compile(r"(?P<name>.+\.log)\.(?P<n>[0-9]+)")
+
+
+def _place(name: str) -> tuple[str, tuple[int, int]]:
+    """A log file's writer and its place among that writer's files: later files have
+    higher sequence numbers (``x.000002.log`` after ``x.000001.log``), and logrotate's
+    rotated names hold what came before the unrotated one (``x.log.2``, ``x.log.1``,
+    then ``x.log``)."""
+    rotation = 0
+    if match := _ROTATED_FILE.fullmatch(name):
+        name, rotation = match["name"], int(match["n"])
+    if match := _WRITER_FILE.fullmatch(name):
+        return match["writer"], (int(match["seq"]), -rotation)
+    return name, (0, -rotation)
+
+
 def _rolled_over(names: list[str]) -> set[str]:
-    """The names of files whose writer has since opened a later file."""
-    newest: dict[str, int] = {}
-    parsed: dict[str, tuple[str, int]] = {}
-    for name in names:
-        if match := _WRITER_FILE.fullmatch(name):
-            writer, seq = match["writer"], int(match["seq"])
-            parsed[name] = (writer, seq)
-            newest[writer] = max(newest.get(writer, seq), seq)
-    return {name for name, (writer, seq) in parsed.items() if seq < newest[writer]}
+    """The names of files whose writer has since opened a later file: a higher
+    sequence number, or, for a rotated file, the name it was rotated from (written
+    anew: its writer reopened it, or it was copied then truncated)."""
+    places = {name: _place(name) for name in names}
+    newest: dict[str, tuple[int, int]] = {}
+    for writer, place in places.values():
+        newest[writer] = max(newest.get(writer, place), place)
+    return {name for name, (writer, place) in places.items() if place < newest[writer]}
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,10 @@ from photon.events.records import Stream
 from photon.faults import CRASH_EXIT_CODE
 from photon.join.runtime import current_attempt
 from photon.logs.offset_log import logged_position
-from photon.logs.reader import GrowingLogReader
+from photon.logs.reader import RECOVERY_LOG_PREFIX, GrowingLogReader
 from photon.settings import PhotonSettings
 from photon.tooling.chaos.protocol_faults import (
+    FILE_PREFIX,
     FrozenJoiner,
     hold_until_streaming,
     step_env,
@@ -131,10 +132,13 @@ def replayed_batch_written(
 
 
 def rotate_current(directory: Path) -> list[str]:
-    """Rotate the current file (highest sequence number) of each writer of ``directory``,
-    renaming and copy-truncating in turn; the names rotated, as ``old -> new``."""
+    """Rotate the current file (highest sequence number) of each ad server writing in
+    ``directory`` (not the files other faults or recovery made), renaming and
+    copy-truncating in turn; the names rotated, as ``old -> new``."""
     newest: dict[str, tuple[int, str]] = {}
     for name in GrowingLogReader(directory).files():
+        if name.startswith((FILE_PREFIX, RECOVERY_LOG_PREFIX)):
+            continue
         if match := _WRITER_FILE.fullmatch(name):
             seq = int(match["seq"])
             if seq >= newest.get(match["writer"], (-1, ""))[0]:

@@ -117,8 +117,7 @@ def chaos(
         master = LocalStack(settings).status().endpoints.get("spark_master")
         if master is None:
             raise typer.BadParameter(
-                "no standalone Spark master runs in this stack: `photon up --spark-cluster` "
-                "first",
+                "no standalone Spark master runs in this stack: `photon up --spark-cluster` first",
                 param_hint="--spark-cluster",
             )
     with tempfile.TemporaryDirectory(prefix="photon-chaos-") as workdir:

@@ -367,3 +367,30 @@ def test_a_file_cut_below_its_head_is_read_again_as_a_replaced_one(tmp_path: Pat
         (QuarantineReason.FILE_REPLACED, len(first) + 81)
     ]
     assert [line.raw for line in after.lines] == [b"short"]
+
+
+@pytest.mark.parametrize(
+    ("names", "final"),
+    [
+        # a later sequence number, whatever logrotate named either file
+        (["w.000000.log", "w.000001.log"], {"w.000000.log"}),
+        (["w.000000.log", "w.000001.log.1"], {"w.000000.log"}),
+        (["w.000000.log.1", "w.000001.log"], {"w.000000.log.1"}),
+        # copied then truncated, or renamed and reopened: the rotated copy is final
+        (["w.000003.log.1", "w.000003.log"], {"w.000003.log.1"}),
+        (["app.log.2", "app.log.1", "app.log"], {"app.log.2", "app.log.1"}),
+        # renamed, its writer not reopened yet: it may still finish its line
+        (["w.000003.log.1"], set()),
+        (["w.000000.log", "v.000001.log"], set()),
+    ],
+)
+def test_a_torn_line_is_final_once_its_writer_has_a_later_file(
+    tmp_path: Path, names: list[str], final: set[str]
+) -> None:
+    for name in names:
+        (tmp_path / name).write_bytes(b"whole\ntor")
+    reader = GrowingLogReader(tmp_path)
+    first = reader.read()  # the whole lines; a torn tail is taken once nothing else is left
+    result = reader.read(first.offsets, heads=first.heads)
+    torn = {t.file for t in result.truncations if t.reason is QuarantineReason.TORN_LINE}
+    assert torn == final

@@ -25,6 +25,8 @@ def test_each_writers_current_file_is_renamed_or_copied_then_truncated_in_turn(
         "10.0.0.1.000001.log": b"a" * 70 + b"\n",
         "10.0.0.2.000003.log": b"b" * 70 + b"\n",
         "10.0.0.2.000003.log.1": b"rotated before\n",
+        "chaos-torn.000001.log": b"another fault's\n",
+        "recovery-20261127T024926-1.log": b"recovery's\n",
     }.items():
         (tmp_path / name).write_bytes(data)
     done = rotate_current(tmp_path)
@@ -35,6 +37,8 @@ def test_each_writers_current_file_is_renamed_or_copied_then_truncated_in_turn(
     assert (tmp_path / "10.0.0.2.000003.log").read_bytes() == b""  # copied, then truncated
     assert (tmp_path / "10.0.0.2.000003.log.2").read_bytes() == b"b" * 70 + b"\n"
     assert (tmp_path / "10.0.0.1.000000.log").read_bytes() == b"old\n"  # not current
+    assert (tmp_path / "chaos-torn.000001.log").exists()  # not an ad server's
+    assert (tmp_path / "recovery-20261127T024926-1.log").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     # every rotated name is one the reader reads, and follows by its head
     assert set(GrowingLogReader(tmp_path).files()) == {p.name for p in tmp_path.iterdir()}
