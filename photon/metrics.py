@@ -125,6 +125,12 @@ INPUT_LAG_SECONDS = Gauge(
     "largest over the servers; 0 when caught up).",
     ["dc", "app"],
 )
+APP_RESTARTS = Gauge(
+    "photon_app_restarts",
+    "How many times the launcher (`photon run`) has restarted the app since it first "
+    "started it: a DC that keeps dying shows here, while the others run on.",
+    ["dc", "app"],
+)
 RETRIES_PENDING = Gauge(
     "photon_retries_pending",
     "Clicks in the joiner's retry store, waiting for their query.",

@@ -289,6 +289,15 @@ class PipelineSettings(_Section):
     #: Spark application (one driver JVM a DC); off: each its own application
     #: (docs/join.md, "The apps").
     one_app_per_dc: bool = True
+    #: ``photon run`` restarts an app that dies (a service manager's part: Spark's
+    #: checkpoint makes it safe), the other DCs running on: first after this long,
+    #: doubling up to restart_max_backoff_s (docs/ARCHITECTURE.md, "Restarts").
+    restart_backoff_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    restart_max_backoff_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    #: An app that dies within crash_loop_s of its start this many times in a row
+    #: (a bad setting, a missing dependency) is given up on; 0: never.
+    crash_loop_limit: Annotated[int, Field(ge=0, le=1000)] = 5
+    crash_loop_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     #: Options of each app's driver JVM. The default trades peak JIT speed (the
     #: driver only plans micro-batches) for less CPU: four apps share two cores.
     driver_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -318,6 +327,15 @@ class PipelineSettings(_Section):
     #: every 64 MiB, a directory an application. Unset: <state_root>/spark-events.
     event_log: bool = True
     event_log_dir: Path | None = None
+
+    @model_validator(mode="after")
+    def _check_restart_backoff(self) -> Self:
+        if self.restart_max_backoff_s < self.restart_backoff_s:
+            raise ValueError(
+                f"restart_max_backoff_s ({self.restart_max_backoff_s:g}) is below "
+                f"restart_backoff_s ({self.restart_backoff_s:g})"
+            )
+        return self
 
     @field_validator("spark_master")
     @classmethod

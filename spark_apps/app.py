@@ -14,6 +14,7 @@ what was not committed is replayed on restart). A stream that ends on its own
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from photon.join.backlog import backlog, committed_offsets
 from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings
 from spark_apps import streaming
-from spark_apps.contracts import write_summary
+from spark_apps.contracts import RESTARTS_ENV, write_summary
 from spark_apps.session import photon_session
 
 log = structlog.get_logger(__name__)
@@ -49,6 +50,11 @@ def serve_metrics(settings: PhotonSettings, dc: str, app: str) -> int | None:
         log.error("app.metrics_unavailable", dc=dc, app=app, port=port, error=str(exc))
         return None
     log.info("app.metrics", dc=dc, app=app, url=f"http://{settings.stack.host}:{port}/metrics")
+    try:
+        restarts = max(0, int(os.environ.get(RESTARTS_ENV, "0")))
+    except ValueError:
+        restarts = 0
+    metrics.APP_RESTARTS.labels(dc, app).set(restarts)
     return port
 
 

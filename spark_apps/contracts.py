@@ -30,6 +30,9 @@ DC_PIPELINE_MODULE = "spark_apps.dc_pipeline"
 NATIVE_JOIN_MODULE = "spark_apps.native_join"
 #: The closing summary's name in an app's state directory.
 SUMMARY_FILE = "summary.json"
+#: How many times ``photon run`` restarted the app (photon.tooling.pipeline): an app
+#: reports it as the gauge photon_app_restarts.
+RESTARTS_ENV = "PHOTON_APP_RESTARTS"
 
 
 def write_summary(state_dir: Path, data: Mapping[str, Any]) -> Path:

@@ -9,10 +9,22 @@ drivers' share of the cores counts (docs/join.md, "The apps"). With
 ``pipeline.one_app_per_dc`` off, each app is its own process with its own
 driver (``python -m spark_apps.joiner``).
 
-How it fails: a child that exits non-zero is reported with its exit status
-and the tail of its log; the others are stopped (SIGTERM, then SIGKILL after
-``stop_timeout_s``) and :class:`PipelineError` is raised. SIGINT/SIGTERM to
-``photon run`` stop every child cleanly.
+The launcher is the DCs' service manager, and the DCs are independent under it
+(docs/ARCHITECTURE.md, "Restarts"): a child that dies (a non-zero exit: a crash,
+kill -9 of its driver) is restarted after ``pipeline.restart_backoff_s``,
+doubling while it keeps dying young, up to ``pipeline.restart_max_backoff_s``,
+while every other child runs on. Spark's checkpoint and the retry store make a
+restart safe: the app replays its last batch. Each restart is logged
+(``pipeline.app_restarting``), counted in the child's summary, and told to the
+app (:data:`RESTARTS_ENV`), which reports it as ``photon_app_restarts``. A
+clean exit (status 0: idle under ``--until-idle``, or stopped) is not restarted.
+
+How it fails: a child that dies within ``pipeline.crash_loop_s`` of its start
+``pipeline.crash_loop_limit`` times in a row (a bad setting, a missing
+dependency: restarting cannot help) is given up on, with its exit status and
+the tail of its log; the others run on, and once they have stopped
+:class:`PipelineError` is raised naming it. SIGINT/SIGTERM to ``photon run``
+stop every child cleanly (SIGTERM, then SIGKILL after ``stop_timeout_s``).
 """
 
 from __future__ import annotations
@@ -28,11 +40,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from photon.apps import JOINER, QUERY_READER
 from photon.errors import PhotonError
 from photon.localfiles import last_lines
-from photon.settings import PhotonSettings
-from spark_apps.contracts import APP_MODULES, DC_PIPELINE_MODULE, SUMMARY_FILE, read_summary
+from photon.settings import PhotonSettings, PipelineSettings
+from spark_apps.contracts import (
+    APP_MODULES,
+    DC_PIPELINE_MODULE,
+    RESTARTS_ENV,
+    SUMMARY_FILE,
+    read_summary,
+)
+
+log = structlog.get_logger(__name__)
 
 #: The apps, in the order a DC starts them.
 APPS = tuple(APP_MODULES)
@@ -51,8 +73,16 @@ class Child:
     log_path: Path
     process: subprocess.Popen[bytes]
     state_dirs: tuple[Path, ...]  # each app's, where it writes its summary
+    #: What it was started as (app_argv's app: None for both) and its --until-idle.
+    module_app: str | None = None
+    idle_s: float | None = None
     started: float = field(default_factory=time.monotonic)
     stop_sent: bool = False
+    restarts: int = 0
+    #: Deaths in a row, each within pipeline.crash_loop_s of its start.
+    young_deaths: int = 0
+    restart_at: float | None = None  # when a restart is due (time.monotonic())
+    given_up: bool = False
 
     @property
     def name(self) -> str:
@@ -63,11 +93,25 @@ class Child:
 
 
 def app_summaries(child: Child) -> list[dict[str, Any]]:
-    """One entry per app of ``child``: its app, DC and exit status, then its summary."""
+    """One entry per app of ``child``: its app, DC, exit status and restarts, then its
+    summary."""
     return [
-        {"app": app, "dc": child.dc, "exit": child.process.returncode, **read_summary(state_dir)}
+        {
+            "app": app,
+            "dc": child.dc,
+            "exit": child.process.returncode,
+            "restarts": child.restarts,
+            **read_summary(state_dir),
+        }
         for app, state_dir in zip(child.apps, child.state_dirs, strict=True)
     ]
+
+
+def restart_delay_s(pipeline: PipelineSettings, young_deaths: int) -> float:
+    """How long the launcher waits before starting a dead app again: the first
+    backoff, doubling with each death in a row of an app that died young."""
+    doublings = min(max(young_deaths - 1, 0), 32)
+    return float(min(pipeline.restart_backoff_s * 2**doublings, pipeline.restart_max_backoff_s))
 
 
 def app_argv(
@@ -103,13 +147,16 @@ def run_pipelines(
     config: Path | None = None,
     env: Mapping[str, str] | None = None,
     on_exit: Callable[[Child, int], None] | None = None,
+    on_restart: Callable[[Child, float], None] | None = None,
     stop_timeout_s: float = 60.0,
 ) -> list[Child]:
     """Start a query reader and a joiner per DC (one application or two, by
-    ``pipeline.one_app_per_dc``); wait until all have exited."""
+    ``pipeline.one_app_per_dc``), restart each that dies (see the module docstring);
+    wait until all have stopped."""
     children: list[Child] = []
     child_env = {**os.environ, **(env or {})}
     stopping = False
+    pipeline = settings.pipeline
 
     def stop_all(signum: int = signal.SIGTERM, _frame: object = None) -> None:
         nonlocal stopping
@@ -118,62 +165,107 @@ def run_pipelines(
             if child.process.poll() is None:
                 child.process.send_signal(signal.SIGTERM)
 
+    def launch(
+        dc: str, app: str | None, apps: tuple[str, ...], idle: float | None, restarts: int
+    ) -> tuple[subprocess.Popen[bytes], tuple[Path, ...], Path]:
+        state_dirs = tuple(settings.pipeline_dir(dc, a) for a in apps)
+        for state_dir in state_dirs:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            (state_dir / SUMMARY_FILE).unlink(missing_ok=True)
+        # A DC's one application logs beside its joiner's state.
+        log_path = state_dirs[-1] / "app.log"
+        with log_path.open("ab") as log_file:
+            process = subprocess.Popen(
+                app_argv(app, dc, until_idle_s=idle, config=config),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**child_env, RESTARTS_ENV: str(restarts)},
+            )
+        return process, state_dirs, log_path
+
     previous = {s: signal.signal(s, stop_all) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for dc in dcs:
-            if settings.pipeline.one_app_per_dc:
+            if pipeline.one_app_per_dc:
                 # The joiner decides when the run is idle; the query reader stops after it.
-                launches: list[tuple[str | None, tuple[str, ...], float | None]] = [
+                planned: list[tuple[str | None, tuple[str, ...], float | None]] = [
                     (None, (QUERY_READER, JOINER), until_idle_s)
                 ]
             else:
                 # The query reader first: the joiner finds more in the cache. Joiners decide
                 # when the run is idle; query readers run on until every joiner has stopped
                 # (a waiting click's query may still be on its way).
-                launches = [
+                planned = [
                     (QUERY_READER, (QUERY_READER,), None),
                     (JOINER, (JOINER,), until_idle_s),
                 ]
-            for app, apps, idle in launches:
-                state_dirs = tuple(settings.pipeline_dir(dc, a) for a in apps)
-                for state_dir in state_dirs:
-                    state_dir.mkdir(parents=True, exist_ok=True)
-                    (state_dir / SUMMARY_FILE).unlink(missing_ok=True)
-                # A DC's one application logs beside its joiner's state.
-                log_path = state_dirs[-1] / "app.log"
-                with log_path.open("ab") as log_file:
-                    process = subprocess.Popen(
-                        app_argv(app, dc, until_idle_s=idle, config=config),
-                        stdout=log_file,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env=child_env,
-                    )
-                children.append(Child(dc, apps, log_path, process, state_dirs))
-        failed: list[tuple[Child, int]] = []
+            for app, apps, idle in planned:
+                process, state_dirs, log_path = launch(dc, app, apps, idle, 0)
+                children.append(Child(dc, apps, log_path, process, state_dirs, app, idle))
         pending = list(children)
         while pending:
+            now = time.monotonic()
             for child in list(pending):
+                if child.restart_at is not None:  # dead, waiting out its backoff
+                    if stopping:
+                        pending.remove(child)
+                    elif now >= child.restart_at:
+                        child.process, _, _ = launch(
+                            child.dc, child.module_app, child.apps, child.idle_s, child.restarts
+                        )
+                        child.started, child.restart_at = time.monotonic(), None
+                    continue
                 code = child.process.poll()
                 if code is None:
                     continue
-                pending.remove(child)
                 if on_exit is not None:
                     on_exit(child, code)
-                if code != 0 and not stopping:
-                    failed.append((child, code))
-                    stop_all()
+                if code == 0 or stopping:
+                    pending.remove(child)
+                    continue
+                died_young = now - child.started < pipeline.crash_loop_s
+                child.young_deaths = child.young_deaths + 1 if died_young else 0
+                if pipeline.crash_loop_limit and child.young_deaths >= pipeline.crash_loop_limit:
+                    child.given_up = True
+                    pending.remove(child)
+                    log.error(
+                        "pipeline.app_given_up",
+                        app=child.name,
+                        exit=code,
+                        deaths_in_a_row=child.young_deaths,
+                        log=str(child.log_path),
+                    )
+                    continue
+                delay = restart_delay_s(pipeline, child.young_deaths)
+                child.restarts += 1
+                child.restart_at = now + delay
+                log.warning(
+                    "pipeline.app_restarting",
+                    app=child.name,
+                    exit=code,
+                    restarts=child.restarts,
+                    in_s=delay,
+                )
+                if on_restart is not None:
+                    on_restart(child, delay)
             if until_idle_s is not None and not any(JOINER in c.apps for c in pending):
                 for child in pending:  # the joiners are done: the readers may stop
                     if child.process.poll() is None and not child.stop_sent:
                         child.process.send_signal(signal.SIGTERM)
                         child.stop_sent = True
             time.sleep(0.2)
-        if failed:
-            child, code = failed[0]
+        given_up = [c for c in children if c.given_up]
+        if given_up:
             raise PipelineError(
-                f"{child.name} exited with status {code}; its log ({child.log_path}) ends:\n"
-                + child.log_tail()
+                "; ".join(
+                    f"{c.name} died {c.young_deaths} times in a row within "
+                    f"{pipeline.crash_loop_s:g} s of its start (last status "
+                    f"{c.process.returncode}) and was given up on"
+                    for c in given_up
+                )
+                + f"; the log of {given_up[0].name} ({given_up[0].log_path}) ends:\n"
+                + given_up[0].log_tail()
             )
         return children
     finally:

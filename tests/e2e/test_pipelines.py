@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from photon.join.output import decode
@@ -194,3 +195,61 @@ def test_field_inputs_through_both_dcs_end_settled_and_exactly_once(
         assert reasons == {"unwritable": 1, "future_stamped": 1, "torn_line": 1}, reasons
     joiners = [a for a in json.loads(stdout)["apps"] if a["app"] == "joiner"]
     assert [j["held_too_new"] for j in joiners] == [1, 1]  # held for a later run, not lost
+
+
+def _dc_app(run: subprocess.Popen[str], dc: str) -> psutil.Process | None:
+    """The app process `photon run` started for ``dc`` (its Spark driver's Python side)."""
+    for child in psutil.Process(run.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            argv = child.cmdline()
+            if "--dc" in argv and argv[argv.index("--dc") + 1] == dc:
+                return child
+    return None
+
+
+def test_one_dc_killed_under_photon_run_comes_back_by_itself_while_the_other_joins_on(
+    local_stack: LocalStack, env: dict[str, str]
+) -> None:
+    """`photon run --dcs a,b` is both DCs' service manager: kill -9 of DC b's app leaves
+    DC a joining (b's clicks too, once their affinity grace is over), b is started
+    again by itself from its checkpoint, and the output is exactly once."""
+    env = env | {
+        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
+        "PHOTON_PIPELINE__RESTART_BACKOFF_S": "5",
+        "PHOTON_RETRY__MAX_AGE_S": "20",
+    }
+    photon(env, "gen", "--queries", "3000", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
+    manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
+    run = subprocess.Popen(
+        [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b", "--until-idle", "8"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while len(output_rows(local_stack, env, "joined/dc=b/")) < 20:
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        killed = _dc_app(run, "b")
+        assert killed is not None
+        a_at_kill = len(output_rows(local_stack, env, "joined/dc=a/"))
+        killed.kill()
+        # DC a joins on while b is dead and restarting: its output grows meanwhile
+        while (restarted := _dc_app(run, "b")) is None or restarted.pid == killed.pid:
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        a_at_restart = len(output_rows(local_stack, env, "joined/dc=a/"))
+        stdout, stderr = run.communicate(timeout=400)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, stderr[-2000:]
+    assert a_at_restart > a_at_kill  # a never stopped for b
+    assert "query-reader+joiner[b]: restart 1 in 5 s; the other DCs run on" in stderr
+    apps = json.loads(stdout)["apps"]
+    assert {(a["dc"], a["restarts"], a["exit"]) for a in apps} == {("a", 0, 0), ("b", 1, 0)}
+    joined = Counter(r["click_id"] for r in output_rows(local_stack, env, "joined/"))
+    assert [c for c, n in joined.items() if n > 1] == []
+    assert set(joined) == set(manifest.expected_joins)

@@ -111,6 +111,12 @@ def run(
         seconds = time.monotonic() - child.started
         err.print(f"{child.name} exited with status {code} after {seconds:.0f} s", markup=False)
 
+    def on_restart(child: Child, delay_s: float) -> None:
+        err.print(
+            f"{child.name}: restart {child.restarts} in {delay_s:g} s; the other DCs run on",
+            markup=False,
+        )
+
     if record is not None and settings.pipeline.metrics_base_port == 0:
         raise typer.BadParameter(
             "the apps serve no metrics (pipeline.metrics_base_port is 0): nothing to record",
@@ -129,6 +135,7 @@ def run(
             config=ctx.find_root().obj,
             env=env,
             on_exit=on_exit,
+            on_restart=on_restart,
         )
     finally:
         if recorder is not None:

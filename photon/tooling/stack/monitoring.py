@@ -99,7 +99,7 @@ class PrometheusService:
                 port = self.settings.metrics_port(dc, app)
                 if port is not None:
                     apps.append(
-                        {"targets": [f"{host}:{port}"], "labels": {"app": app, "dc_service": dc}}
+                        {"targets": [f"{host}:{port}"], "labels": {"app": app, "dc": dc}}
                     )
         jobs: list[dict[str, object]] = [
             # the apps' own dc/app labels win (one process serves both of a DC's apps)

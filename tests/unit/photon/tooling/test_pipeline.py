@@ -20,12 +20,15 @@ from photon.tooling.pipeline import app_summaries, run_pipelines
 pytestmark = pytest.mark.unit
 
 _STAND_IN = """
-import json, pathlib, signal, sys, time
+import json, os, pathlib, signal, sys, time
 app, state_root, dc = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
 apps = ["query-reader", "joiner"] if app == "both" else [app]
+# DC b's first DIES runs die at once, as a killed driver does (RESTARTS: told by the launcher)
+if dc == "b" and int(os.environ["PHOTON_APP_RESTARTS"]) < int(os.environ.get("DIES", "0")):
+    sys.exit(3)
 stopped = []
 signal.signal(signal.SIGTERM, lambda *_: stopped.append("signal"))
-idle_at = time.monotonic() + 0.5  # a joiner goes idle; a query reader waits to be stopped
+idle_at = time.monotonic() + float(os.environ.get("IDLE_AFTER_S", "0.5"))
 while not stopped and ("joiner" not in apps or time.monotonic() < idle_at):
     time.sleep(0.05)
 for name in apps:
@@ -48,11 +51,13 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
     return argvs
 
 
-def settings(tmp_path: Path, one_app_per_dc: bool) -> PhotonSettings:
+def settings(tmp_path: Path, one_app_per_dc: bool, **pipeline: object) -> PhotonSettings:
     return PhotonSettings(
         logs_root=tmp_path / "logs",
         dcs=["a", "b"],
-        pipeline=PipelineSettings(state_root=tmp_path / "state", one_app_per_dc=one_app_per_dc),
+        pipeline=PipelineSettings(
+            state_root=tmp_path / "state", one_app_per_dc=one_app_per_dc, **pipeline
+        ),
     )
 
 
@@ -81,3 +86,52 @@ def test_an_application_an_app_stops_the_query_readers_once_every_joiner_is_idle
     by_app = {s["app"]: s for c in children for s in app_summaries(c)}
     assert by_app[JOINER]["stopped_by"] == "idle"
     assert by_app[QUERY_READER]["stopped_by"] == "signal"  # told to stop after the joiner
+
+
+@pytest.mark.parametrize("one_app_per_dc", [True, False])
+def test_a_dc_that_dies_is_restarted_while_the_other_runs_on(
+    tmp_path: Path, launched: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+    one_app_per_dc: bool,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("DIES", "2")  # DC b dies twice, then runs
+    monkeypatch.setenv("IDLE_AFTER_S", "2")  # DC a still runs when b dies
+    restarts: list[tuple[str, int, float]] = []
+    children = run_pipelines(
+        settings(tmp_path, one_app_per_dc, restart_backoff_s=0.2, restart_max_backoff_s=0.3),
+        ["a", "b"],
+        until_idle_s=1.0,
+        on_restart=lambda child, delay: restarts.append((child.name, child.restarts, delay)),
+    )
+    summaries = [s for c in children for s in app_summaries(c)]
+    # DC a was never stopped for b: it ran until idle, once
+    assert {s["stopped_by"] for s in summaries if s["dc"] == "a" and s["app"] == JOINER} == {
+        "idle"
+    }
+    assert {s["restarts"] for s in summaries if s["dc"] == "a"} == {0}
+    # b came back by itself, after a backoff that doubled up to its bound
+    b = [c for c in children if c.dc == "b" and JOINER in c.apps]
+    assert [(r[1], r[2]) for r in restarts if r[0] == b[0].name] == [(1, 0.2), (2, 0.3)]
+    assert all(s["exit"] == 0 for s in summaries if s["app"] == JOINER)
+    assert {s["restarts"] for s in summaries if s["dc"] == "b" and s["app"] == JOINER} == {2}
+
+
+def test_a_dc_that_keeps_dying_young_is_given_up_on_once_the_others_are_done(
+    tmp_path: Path, launched: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DIES", "1000")
+    with pytest.raises(pipeline.PipelineError, match=r"\[b\] died 3 times in a row") as caught:
+        run_pipelines(
+            settings(tmp_path, True, restart_backoff_s=0.1, crash_loop_limit=3),
+            ["a", "b"],
+            until_idle_s=1.0,
+        )
+    assert "given up on" in str(caught.value)
+    # DC a ran to its end meanwhile
+    summary = (tmp_path / "state" / "a" / JOINER / "summary.json").read_text()
+    assert '"stopped_by": "idle"' in summary
+    assert [argv[5] for argv in launched].count("b") == 3  # started, then restarted twice
+
+
+def test_restart_backoff_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="restart_max_backoff_s"):
+        PipelineSettings(restart_backoff_s=10, restart_max_backoff_s=5)

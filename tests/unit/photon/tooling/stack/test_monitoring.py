@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[5]
 def _labels(job: dict[str, object]) -> set[tuple[str, str]]:
     configs = job["static_configs"]
     assert isinstance(configs, list)
-    return {(c["labels"]["app"], c["labels"]["dc_service"]) for c in configs}
+    return {(c["labels"]["app"], c["labels"]["dc"]) for c in configs}
 
 
 def test_native_prometheus_scrapes_what_compose_does_with_the_same_rules(tmp_path: Path) -> None:
