@@ -10,13 +10,16 @@ For an event-time window of clicks (by the timestamp in ``click_id``):
   click in no output and not waiting; ``lost`` is an id registered with a
   token but in no output (what :mod:`photon.ops.recover` repairs);
 * **expectations** (GX Core 1.x, a Checkpoint over a pandas frame of the
-  joined rows in the window, whose ``UpdateDataDocsAction`` builds the run's
-  Data Docs, published beside the report): ``click_id`` unique across all DCs; the
-  required fields not null; ``query_id`` a well-formed id and the same as
-  the click's in the input; latency (``joined_at_us`` minus the click's time)
-  within the bound.
+  joined rows in the window and a row for each of its clicks with none, whose
+  ``UpdateDataDocsAction`` builds the run's Data Docs, published beside the
+  report): ``click_id`` unique across all DCs; every click's outcome one that
+  settles it (:data:`SETTLED_OUTCOMES`); the required fields not null on
+  joined rows; ``query_id`` a well-formed id and the same as the click's in
+  the input; latency (``joined_at_us`` minus the click's time) within the bound.
 
-The run passes when every expectation holds and nothing is missing or lost.
+The run passes when every expectation holds and nothing is missing or lost:
+the suite fails exactly when completeness does, so Data Docs and the report
+always agree.
 The report (JSON and a standalone HTML page) is written to the object store
 under ``reports/verify/<run>/``. Tokens of ids confirmed in the output can
 then be cleared in the registry (:func:`clear_confirmed_tokens`).
@@ -157,6 +160,8 @@ class Completeness:
     unexpected: int
     wrong_query: int
     registered: int
+    #: joined, of the window's joinable clicks that are not still pending: 100 when
+    #: nothing is missing or lost (a passing run's figure)
     complete_pct: float
     #: given up on (a standing unjoinable record), but their query is in a DC's logs now
     unjoinable_with_query: int = 0
@@ -201,7 +206,8 @@ def completeness(
     count = count_joins(outputs.joined, inputs, settled=settled | pending)
     joined = {r["click_id"] for r in outputs.joined}
     lost = sorted(set(registered) - joined - settled)
-    joinable = set(inputs) - settled
+    # Of the joinable clicks, those not still waiting (their query may yet come).
+    joinable = set(inputs) - settled - (pending - joined)
     done = len(joinable & joined)
     late = sorted(set(with_query) - joined)
     both = sorted(outputs.unjoinable & joined)
@@ -234,6 +240,48 @@ def completeness(
     )
 
 
+# -- what became of each click ------------------------------------------------------
+
+#: What a click of the window may have come to in a passing run: anything else
+#: (``missing``, ``lost``, ``unjoinable_with_query``, ``joined_and_unjoinable``) fails
+#: it, as it fails :attr:`Completeness.complete`.
+SETTLED_OUTCOMES = ("joined", "unjoinable", "too_old", "unwritable", "pending")
+
+
+def click_outcomes(
+    inputs: dict[str, str],
+    outputs: Outputs,
+    registered: dict[str, str],
+    pending: set[str],
+    *,
+    with_query: Iterable[str] = (),
+) -> dict[str, str]:
+    """Each click of the window (in the input logs, or registered) and what it came to,
+    decided as :func:`completeness` counts it."""
+    joined = {r["click_id"] for r in outputs.joined}
+    late = set(with_query) - joined
+    outcomes: dict[str, str] = {}
+    for click in set(inputs) | set(registered) | joined | late:
+        if click in joined:
+            unjoinable_too = click in outputs.unjoinable
+            outcomes[click] = "joined_and_unjoinable" if unjoinable_too else "joined"
+        elif click in late:
+            outcomes[click] = "unjoinable_with_query"
+        elif click in outputs.unjoinable:
+            outcomes[click] = "unjoinable"
+        elif click in outputs.too_old:
+            outcomes[click] = "too_old"
+        elif click in outputs.unwritable:
+            outcomes[click] = "unwritable"
+        elif click in registered:
+            outcomes[click] = "lost"  # registered by an attempt, in no output
+        elif click in pending:
+            outcomes[click] = "pending"
+        else:
+            outcomes[click] = "missing"
+    return outcomes
+
+
 # -- the Great Expectations suite -----------------------------------------------------
 
 
@@ -263,6 +311,33 @@ def joined_frame(rows: list[dict[str, Any]], inputs: dict[str, str]) -> Any:
     return frame
 
 
+def verdict_frame(
+    rows: list[dict[str, Any]], inputs: dict[str, str], outcomes: dict[str, str]
+) -> Any:
+    """What the suite checks: a row per joined row (:func:`joined_frame`), and one per
+    click of the window with no joined row, each with its ``outcome``
+    (:func:`click_outcomes`) and whether it has output (``in_output``). So the suite,
+    and the Data Docs it builds, pass exactly when the report does: no click twice, no
+    click unsettled, every joined row well-formed."""
+    import pandas as pd
+
+    frame = joined_frame(rows, inputs)
+    frame["outcome"] = [outcomes.get(c, "joined") for c in frame["click_id"]]
+    frame["in_output"] = True
+    without = sorted(c for c in outcomes if c not in set(frame["click_id"]))
+    rest = pd.DataFrame(
+        {
+            "click_id": without,
+            "outcome": [outcomes[c] for c in without],
+            "in_output": False,
+            "query_id_matches_input": True,
+        }
+    )
+    if rest.empty:
+        return frame
+    return pd.concat([frame, rest], ignore_index=True)
+
+
 #: The Data Docs site GX builds for a run (pages and styles; its fonts and images are
 #: cosmetic and left out of the bucket).
 DATA_DOCS_SITE = "photon"
@@ -285,6 +360,7 @@ def run_expectations(
     from great_expectations.checkpoint import UpdateDataDocsAction, ValidationAction
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.expectations.row_conditions import Column
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -308,9 +384,33 @@ def run_expectations(
         .add_batch_definition_whole_dataframe("window")
     )
     suite = gx.ExpectationSuite(name="photon_joined_output")
-    suite.add_expectation(gx.expectations.ExpectColumnValuesToBeUnique(column="click_id"))
-    for column in REQUIRED:
-        suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column=column))
+    suite.add_expectation(
+        gx.expectations.ExpectColumnValuesToBeUnique(
+            column="click_id", description="No click is output twice (across every DC)."
+        )
+    )
+    suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column="click_id"))
+    has_output = "in_output" in frame.columns
+    for column in REQUIRED[1:]:
+        suite.add_expectation(
+            gx.expectations.ExpectColumnValuesToNotBeNull(
+                column=column,
+                row_condition=Column("in_output") == True,  # noqa: E712
+            )
+            if has_output
+            else gx.expectations.ExpectColumnValuesToNotBeNull(column=column)
+        )
+    if "outcome" in frame.columns:
+        suite.add_expectation(
+            gx.expectations.ExpectColumnValuesToBeInSet(
+                column="outcome",
+                value_set=list(SETTLED_OUTCOMES),
+                description="Every click of the window is settled: joined, unjoinable, too "
+                "old, unwritable, or still pending; none missing or lost (registered, in no "
+                "output), none given up on whose query has come, none both joined and "
+                "given up on.",
+            )
+        )
     suite.add_expectation(
         gx.expectations.ExpectColumnValuesToMatchRegex(column="query_id", regex=ID_PATTERN)
     )
@@ -544,9 +644,10 @@ def verify(
         inputs = input_clicks(click_files(settings), window)
     late = late_clicks(settings, outputs.records, {r["click_id"] for r in outputs.joined})
     result = completeness(inputs, outputs, registered, pending, with_query=late.with_query)
+    clicks = click_outcomes(inputs, outputs, registered, pending, with_query=late.with_query)
     with tempfile.TemporaryDirectory(prefix="photon-data-docs-") as docs:
         outcomes = run_expectations(
-            joined_frame(outputs.joined, inputs),
+            verdict_frame(outputs.joined, inputs, clicks),
             latency_bound_s=latency_bound_s,
             max_clock_skew_s=settings.shards.max_clock_skew_s,
             run=run,

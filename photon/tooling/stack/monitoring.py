@@ -98,9 +98,7 @@ class PrometheusService:
             for app in APP_NAMES:
                 port = self.settings.metrics_port(dc, app)
                 if port is not None:
-                    apps.append(
-                        {"targets": [f"{host}:{port}"], "labels": {"app": app, "dc": dc}}
-                    )
+                    apps.append({"targets": [f"{host}:{port}"], "labels": {"app": app, "dc": dc}})
         jobs: list[dict[str, object]] = [
             # the apps' own dc/app labels win (one process serves both of a DC's apps)
             {"job_name": "photon", "honor_labels": True, "static_configs": apps},

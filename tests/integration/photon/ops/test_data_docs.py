@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.ops.verify import joined_frame, run_expectations, validation_pages
+from photon.ops.verify import run_expectations, validation_pages, verdict_frame
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +29,12 @@ def test_the_runs_data_docs_render_in_chromium_and_name_the_failed_expectation(
 
     rows = [_row(0), _row(1), _row(1, dc="b"), _row(2)]  # click 1 joined twice
     inputs = {str(r["click_id"]): str(r["query_id"]) for r in rows}
+    missing = str(_row(3)["click_id"])  # in the input, in no output: the window fails
+    inputs[missing] = "10.0.9.1:1:1"
+    clicks = dict.fromkeys(inputs, "joined") | {missing: "missing"}
     site = tmp_path / "site"
     outcomes = run_expectations(
-        joined_frame(rows, inputs),
+        verdict_frame(rows, inputs, clicks),
         latency_bound_s=3600.0,
         max_clock_skew_s=5.0,
         run="verify-run-42",
@@ -39,6 +42,10 @@ def test_the_runs_data_docs_render_in_chromium_and_name_the_failed_expectation(
     )
     unique = next(o for o in outcomes if o.expectation.endswith("to_be_unique"))
     assert not unique.success and unique.unexpected_count == 2
+    settled = next(o for o in outcomes if o.column == "outcome")
+    assert not settled.success and settled.unexpected_sample == ["missing"]
+    # the rows of clicks without output do not fail the joined rows' own checks
+    assert all(o.success for o in outcomes if o.column in ("dc", "latency_s", "query_id"))
     assert (site / "index.html").is_file()
     [page_file] = validation_pages(site)
 
@@ -62,7 +69,9 @@ def test_the_runs_data_docs_render_in_chromium_and_name_the_failed_expectation(
         finally:
             browser.close()
     assert "photon_joined_output" in text and "verify-run-42" in text
-    assert "Status: Failed" in text and "values must be unique" in text
+    # each check as the report says it: the duplicate, and the click left unsettled
+    assert "Status: Failed" in text and "No click is output twice" in text
+    assert "Every click of the window is settled" in text and "missing" in text
     image = imread(shot)
     assert image.shape[0] >= 900 and image.shape[1] == 1200
     assert image[..., :3].std() > 0.05  # drawn text and tables, not a blank page

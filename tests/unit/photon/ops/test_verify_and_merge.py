@@ -5,17 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from photon.join.logmap import MapEntry
 from photon.ops.compaction import merge, query_file_exists, sample_entries
 from photon.ops.verify import (
+    SETTLED_OUTCOMES,
     Completeness,
     ExpectationOutcome,
     Outputs,
     VerifyReport,
+    click_outcomes,
     completeness,
     joined_frame,
     render_html,
+    verdict_frame,
 )
 
 pytestmark = pytest.mark.unit
@@ -55,7 +60,7 @@ def test_completeness_counts_each_kind_of_click_once() -> None:
     assert (result.unjoinable, result.too_old, result.pending) == (1, 1, 1)
     assert result.lost == 1 and result.lost_sample == [cid(5)]  # registered, in no output
     assert result.missing == 4  # 5, 7, 8, 9: in no output and not pending
-    assert result.complete_pct == pytest.approx(100 * 3 / 8)
+    assert result.complete_pct == pytest.approx(100 * 3 / 7)  # of 8 joinable, 1 pending
     assert not result.complete
 
 
@@ -98,6 +103,47 @@ def test_a_click_quarantined_as_unwritable_is_settled_and_counted_not_missing() 
     result = completeness(inputs, outputs, {cid(0): "a/x/1"}, pending=set())
     assert (result.unwritable, result.missing, result.lost) == (2, 0, 0)
     assert result.complete and result.complete_pct == 100.0
+
+
+_ids = st.sets(st.integers(0, 12), max_size=13)
+
+
+@given(
+    inputs=_ids, joined=st.lists(st.integers(0, 14), max_size=16), unjoinable=_ids,
+    too_old=_ids, unwritable=_ids, registered=_ids, pending=_ids, with_query=_ids,
+)  # fmt: skip
+def test_the_clicks_outcomes_fail_a_window_exactly_when_completeness_does(
+    inputs: set[int], joined: list[int], unjoinable: set[int], too_old: set[int],
+    unwritable: set[int], registered: set[int], pending: set[int], with_query: set[int],
+) -> None:  # fmt: skip
+    """The suite's outcome check (what Data Docs shows) and the report's verdict agree."""
+    outputs = Outputs(
+        joined=[row(n) for n in joined],
+        unjoinable={cid(n) for n in unjoinable | with_query},
+        too_old={cid(n) for n in too_old},
+        unwritable={cid(n) for n in unwritable},
+    )
+    args = (
+        {cid(n): qid(n) for n in inputs},
+        outputs,
+        {cid(n): "a/x/1" for n in registered},
+        {cid(n) for n in pending},
+    )
+    late = {cid(n) for n in with_query}
+    result = completeness(*args, with_query=late)
+    outcomes = click_outcomes(*args, with_query=late)
+    assert all(o in SETTLED_OUTCOMES for o in outcomes.values()) == result.complete
+    frame = verdict_frame(outputs.joined, args[0], outcomes)
+    # one row a joined row, one a click without any: a duplicate shows as a repeated id
+    assert frame["click_id"].duplicated().any() == (result.duplicates > 0)
+    assert set(frame["click_id"]) == set(outcomes)
+
+
+def test_a_passing_window_is_100_percent_complete_with_clicks_still_pending() -> None:
+    inputs = {cid(n): qid(n) for n in range(4)}
+    outputs = Outputs(joined=[row(0), row(1)], unjoinable={cid(2)}, too_old=set())
+    result = completeness(inputs, outputs, {}, pending={cid(3)})
+    assert result.complete and result.pending == 1 and result.complete_pct == 100.0
 
 
 def test_the_frame_carries_latency_and_whether_the_query_matches_the_input() -> None:

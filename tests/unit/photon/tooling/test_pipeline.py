@@ -104,9 +104,7 @@ def test_a_dc_that_dies_is_restarted_while_the_other_runs_on(
     )
     summaries = [s for c in children for s in app_summaries(c)]
     # DC a was never stopped for b: it ran until idle, once
-    assert {s["stopped_by"] for s in summaries if s["dc"] == "a" and s["app"] == JOINER} == {
-        "idle"
-    }
+    assert {s["stopped_by"] for s in summaries if s["dc"] == "a" and s["app"] == JOINER} == {"idle"}
     assert {s["restarts"] for s in summaries if s["dc"] == "a"} == {0}
     # b came back by itself, after a backoff that doubled up to its bound
     b = [c for c in children if c.dc == "b" and JOINER in c.apps]
