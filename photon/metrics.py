@@ -125,6 +125,12 @@ INPUT_LAG_SECONDS = Gauge(
     "largest over the servers; 0 when caught up).",
     ["dc", "app"],
 )
+APP_INFO = Gauge(
+    "photon_app_info",
+    "Always 1: where the app runs, as labels (its host, and its pid there): what on-call "
+    "needs to find, stop or debug a DC's driver (`photon status` shows it).",
+    ["dc", "app", "host", "pid"],
+)
 APP_RESTARTS = Gauge(
     "photon_app_restarts",
     "How many times the launcher (`photon run`) has restarted the app since it first "

@@ -84,6 +84,14 @@ def presigned_get_url(
     return url
 
 
+def browser_url(settings: PhotonSettings, key: str) -> str:
+    """The presigned URL of ``key`` for browsers: signed for the endpoint as they reach
+    it (``s3.public_endpoint_url``, else the endpoint itself), valid for a week
+    (docs/operations.md, "Links from the task to its report")."""
+    endpoint = settings.s3.public_endpoint_url or settings.s3_endpoint_url
+    return presigned_get_url(endpoint, settings.s3, key)
+
+
 def arrow_filesystem(
     endpoint_url: str, settings: S3Settings, *, timeout_s: float = 10.0, attempts: int = 5
 ) -> pafs.S3FileSystem:
@@ -113,6 +121,26 @@ def _transient(exc: BaseException) -> bool:
         code = exc.response.get("Error", {}).get("Code", "")
         return status >= 500 or status == 429 or code in ("SlowDown", "RequestTimeout")
     return isinstance(exc, BotoCoreError)
+
+
+#: What the objects Photon writes are, by suffix: pages and their styles open in a
+#: browser from a presigned link (S3 would otherwise say ``binary/octet-stream``).
+_CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".json": "application/json",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain; charset=utf-8",
+    ".log": "text/plain; charset=utf-8",
+}
+
+
+def content_type_of(key: str) -> str:
+    """The content type an object of this key is served with."""
+    suffix = key[key.rfind(".") :].lower() if "." in key.rsplit("/", 1)[-1] else ""
+    return _CONTENT_TYPES.get(suffix, "application/octet-stream")
 
 
 def _precondition_failed(exc: ClientError) -> bool:
@@ -164,15 +192,20 @@ class ObjectStore:
             store.faults = faults
         return store
 
-    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+    def put(
+        self, key: str, data: bytes, *, if_absent: bool = False, content_type: str | None = None
+    ) -> bool:
         """Write ``data`` under ``key``; with ``if_absent``, only if no object is there.
 
         ``if_absent`` is S3's conditional put (``If-None-Match: *``), decided by the
         server atomically: of two writers racing for a key, one wins. Returns whether
         the object is this call's (False: one was there). A retried put whose first
         try did land finds its own object there and answers False too.
+        ``content_type`` (None: by the key's suffix, :func:`content_type_of`) is what a
+        browser is told the object is: a page opens, rather than downloads.
         """
-        condition = {"IfNoneMatch": "*"} if if_absent else {}
+        condition: dict[str, str] = {"IfNoneMatch": "*"} if if_absent else {}
+        condition["ContentType"] = content_type or content_type_of(key)
         try:
             self.faults.write(
                 key,

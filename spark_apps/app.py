@@ -15,6 +15,7 @@ what was not committed is replayed on restart). A stream that ends on its own
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ def serve_metrics(settings: PhotonSettings, dc: str, app: str) -> int | None:
     except ValueError:
         restarts = 0
     metrics.APP_RESTARTS.labels(dc, app).set(restarts)
+    metrics.APP_INFO.labels(dc, app, socket.gethostname(), str(os.getpid())).set(1)
     return port
 
 

@@ -21,9 +21,10 @@ import pyarrow as pa
 import typer
 from pyspark.sql import SparkSession
 
-from photon.ops.params import InvalidParamsError, resolve_window
-from photon.ops.verify import click_files, clicks_in_file, verify
+from photon.ops.params import InvalidParamsError, Window, resolve_window
+from photon.ops.verify import VerifyReport, click_files, clicks_in_file, verify
 from photon.registry_access import connect_registry
+from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from spark_apps.batch import ConfigOption, RunOption, batch_session, batch_settings
 
@@ -56,20 +57,16 @@ def window_clicks(
     return dict(zip(table["click_id"].to_pylist(), table["query_id"].to_pylist(), strict=True))
 
 
-def main(
-    start: Annotated[str, typer.Option(help="Window start, ISO-8601 (event time).")],
-    end: Annotated[str, typer.Option(help="Window end, ISO-8601, not in the future.")],
-    run: RunOption,
-    latency_bound_s: Annotated[float, typer.Option(min=0.001)] = 4 * 3600.0,
-    clear_tokens: Annotated[bool, typer.Option(help="Clear tokens of ids in output.")] = True,
-    config: ConfigOption = None,
-) -> None:
-    """Verify the joined output of the window; write the report; exit 1 if it fails."""
-    settings = batch_settings(config)
-    try:
-        window = resolve_window(start, end, 0, datetime.now().astimezone())
-    except InvalidParamsError as exc:
-        raise typer.BadParameter(str(exc)) from None
+def run_verification(
+    settings: PhotonSettings,
+    window: Window,
+    *,
+    run: str,
+    latency_bound_s: float,
+    clear_tokens: bool,
+) -> VerifyReport:
+    """The job: the window's clicks read by Spark, then :func:`photon.ops.verify.verify`
+    (the report written to the object store)."""
     spark = batch_session("photon-verify", settings)
     try:
         files = [str(path) for path in click_files(settings)]
@@ -91,6 +88,26 @@ def main(
         )
     finally:
         registry.close()
+    return report
+
+
+def main(
+    start: Annotated[str, typer.Option(help="Window start, ISO-8601 (event time).")],
+    end: Annotated[str, typer.Option(help="Window end, ISO-8601, not in the future.")],
+    run: RunOption,
+    latency_bound_s: Annotated[float, typer.Option(min=0.001)] = 4 * 3600.0,
+    clear_tokens: Annotated[bool, typer.Option(help="Clear tokens of ids in output.")] = True,
+    config: ConfigOption = None,
+) -> None:
+    """Verify the joined output of the window; write the report; exit 1 if it fails."""
+    settings = batch_settings(config)
+    try:
+        window = resolve_window(start, end, 0, datetime.now().astimezone())
+    except InvalidParamsError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    report = run_verification(
+        settings, window, run=run, latency_bound_s=latency_bound_s, clear_tokens=clear_tokens
+    )
     typer.echo(f"verification {run}: {'passed' if report.passed else 'FAILED'}")
     for failure in report.failures:
         typer.echo(f"  {failure}")

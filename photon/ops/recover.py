@@ -326,7 +326,15 @@ def recover(
         report.deleted += len(deleted)
         report.reinjected += len(deleted)
     _supersede(settings, store, window, registered, report, dc=dc, name=name)
-    log.info("ops.recover", **{k: v for k, v in report.to_dict().items() if k != "actions"})
+    # Booleans as words: Airflow's log view shows a False value as nothing ("dry_run=").
+    log.info(
+        "ops.recover",
+        **{
+            k: str(v).lower() if isinstance(v, bool) else v
+            for k, v in report.to_dict().items()
+            if k != "actions"
+        },
+    )
     return report
 
 

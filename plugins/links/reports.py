@@ -23,10 +23,9 @@ if TYPE_CHECKING:
 
 def report_url(settings: Any, key: str) -> str:
     """The presigned URL of ``key`` for browsers (see the module docstring)."""
-    from photon.storage import presigned_get_url
+    from photon.storage import browser_url
 
-    endpoint = settings.s3.public_endpoint_url or settings.s3_endpoint_url
-    return presigned_get_url(endpoint, settings.s3, key)
+    return browser_url(settings, key)
 
 
 class _ReportObjectLink(BaseOperatorLink):

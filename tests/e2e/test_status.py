@@ -15,12 +15,14 @@ import pty
 import re
 import select
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from photon.tooling.observe.prom import Scrape, parse, scrape
@@ -169,6 +171,12 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
                 assert lag["source"] == "metrics", lag
                 assert lag["bytes"] >= 0 and lag["files"] >= 0 and lag["lag_s"] >= 0
             assert dc["joined_total"] > 0 and dc["joined_per_s"] is not None
+            # where the DC's driver runs: one process for both apps, its --dc this DC
+            [where] = set(dc["processes"].values())
+            pid, host = where.split("@")
+            assert host == socket.gethostname()
+            argv = psutil.Process(int(pid)).cmdline()
+            assert argv[argv.index("--dc") + 1] == name
             assert dc["latency_p50_s"] > 0 and dc["latency_p90_s"] >= dc["latency_p50_s"]
             for counted in ("retries_pending", "unjoinable_total", "quarantined_total"):
                 assert isinstance(dc[counted], int) and dc[counted] >= 0
@@ -193,6 +201,7 @@ def test_status_dashboard_metrics_and_report_of_a_running_two_dc_demo(
         screen, status = dashboard_screen(env, seconds=5)
         assert status == 0, screen[-2000:]
         for shown in ("Photon status", "DC a", "DC b", "joined/s", "latency p90", "leader",
+                      "process (pid@host)", "joined since start",
                       "follower", "shards per epoch", "hit ratio", "memory used",
                       "Spark UI", f"127.0.0.1:{ui_base}"):  # fmt: skip
             assert shown in screen, (shown, screen[-3000:])

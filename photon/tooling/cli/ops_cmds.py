@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from photon.ops.params import InvalidParamsError, RecoverParams, VerifyParams, Window
-from photon.tooling.cli.common import JsonOption, out, settings_of
+from photon.tooling.cli.common import JsonOption, err, out, settings_of
 
 WindowStart = Annotated[
     str | None,
@@ -26,7 +26,10 @@ WindowStart = Annotated[
 ]
 WindowEnd = Annotated[
     str | None,
-    typer.Option(help="Window end, ISO-8601 (naive: UTC), not in the future. Unset: now."),
+    typer.Option(
+        help="Window end, ISO-8601 (naive: UTC), not in the future. Unset: --settle-s before "
+        "now (clicks that recent may still be on their way)."
+    ),
 ]
 LookbackS = Annotated[float, typer.Option(help="Window length when --window-start is unset.")]
 SettleS = Annotated[float, typer.Option(help="Seconds an unset window end stays before now.")]
@@ -59,9 +62,13 @@ def verify(
     clear_tokens: Annotated[
         bool, typer.Option(help="Clear the tokens of ids confirmed in the output.")
     ] = True,
+    json_out: JsonOption = False,
 ) -> None:
-    """Verify the joined output of a window, as the photon_verify DAG does; exit 1 when
-    it fails (the report, in the object store, says why)."""
+    """Verify the joined output of a window, as the photon_verify DAG does: a summary of
+    what became of its clicks, the verdict and links to the report and Data Docs; exit 1
+    when it fails."""
+    from photon.ops.verify import report_keys
+    from photon.storage import browser_url
     from spark_apps import verify_output
 
     settings = settings_of(ctx)
@@ -79,18 +86,64 @@ def verify(
     )
     run = _run_name("cli-verify")
     window_text = f"[{window.start.isoformat()}, {window.end.isoformat()})"
-    out.print(f"verifying {window_text} as run {run}", soft_wrap=True, markup=False)
-    verify_output.main(
-        start=window.start.isoformat(),
-        end=window.end.isoformat(),
+    err.print(f"verifying {window_text} as run {run}", soft_wrap=True, markup=False)
+    report = verify_output.run_verification(
+        settings,
+        window,
         run=run,
         latency_bound_s=params.latency_bound_s,
         clear_tokens=params.clear_tokens,
-        config=ctx.find_root().obj,
     )
-    out.print(
-        f"report: reports/verify/{run}/report.html in bucket {settings.s3.bucket}", soft_wrap=True
-    )
+    folder = report_keys(run)[1].rsplit("/", 1)[0]
+    links = {"report": browser_url(settings, report_keys(run)[1])}
+    if report.data_docs:
+        links["data_docs"] = browser_url(settings, f"{folder}/{report.data_docs}")
+    data = report.to_dict() | {"report_key": report_keys(run)[1], "links": links}
+    if json_out:
+        out.print_json(json.dumps(data, default=str))
+    else:
+        _print_verification(data, settings.s3.bucket)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+#: The completeness figures the summary shows, in order, with what each means.
+_VERIFY_FIGURES = (
+    ("input_clicks", "clicks in the window's input logs"),
+    ("joined", "joined (in some DC's output)"),
+    ("unjoinable", "given up on: their query never came"),
+    ("too_old", "too old for the registry (below a GC boundary)"),
+    ("unwritable", "quarantined: a value the output cannot hold"),
+    ("pending", "still waiting for their query (not failed)"),
+    ("missing", "in no output and not waiting"),
+    ("lost", "registered, in no output: photon recover restores them"),
+    ("duplicates", "output rows beyond one a click"),
+    ("complete_pct", "joined, % of joinable clicks not pending"),
+)
+
+
+def _print_verification(data: dict[str, Any], bucket: str) -> None:
+    passed = data["passed"]
+    verdict = "[bold green]PASSED[/]" if passed else "[bold red]FAILED[/]"
+    table = Table(title=f"verification {data['run']}: {verdict}", title_justify="left")
+    table.add_column("clicks")
+    table.add_column("count", justify="right")
+    table.add_column("")
+    table.add_row("window", f"[{data['window_start']}, {data['window_end']})", "")
+    completeness = data["completeness"]
+    for key, meaning in _VERIFY_FIGURES:
+        value = completeness[key]
+        bad = key in ("missing", "lost", "duplicates") and value
+        table.add_row(key, f"[red]{value}[/]" if bad else str(value), meaning)
+    failed = [e for e in data["expectations"] if not e["success"]]
+    table.add_row("expectations", f"{len(data['expectations']) - len(failed)} of "
+                  f"{len(data['expectations'])} hold", "Great Expectations")  # fmt: skip
+    out.print(table)
+    for failure in data["failures"]:
+        out.print(f"  [red]✗[/] {failure}", soft_wrap=True)
+    out.print(f"report: {data['report_key']} in bucket {bucket}", soft_wrap=True, markup=False)
+    for name, url in data["links"].items():
+        out.print(f"  {name}: {url}", soft_wrap=True, markup=False)
 
 
 def recover(

@@ -22,10 +22,11 @@ _LAGGING_S = 60.0
 _DC_ROWS = (
     "query reader",
     "joiner",
+    "process (pid@host)",
     "clicks behind",
     "queries behind",
     "joined/s",
-    "joined",
+    "joined since start",
     "retries pending",
     "unjoinable",
     "quarantined",
@@ -87,7 +88,10 @@ def render(snapshot: Snapshot) -> Group:
         rows["clicks behind"].append(_lag(dc.input_lag["clicks"]))
         rows["queries behind"].append(_lag(dc.input_lag["queries"]))
         rows["joined/s"].append(_number(dc.joined_per_s))
-        rows["joined"].append(_number(dc.joined_total))
+        rows["joined since start"].append(_number(dc.joined_total))  # a counter: from 0 again
+        rows["process (pid@host)"].append(
+            " ".join(sorted(set(dc.processes.values()))) or "-"  # one process for both apps
+        )
         rows["retries pending"].append(_number(dc.retries_pending))
         rows["unjoinable"].append(_number(dc.unjoinable_total))
         rows["quarantined"].append(_number(dc.quarantined_total))

@@ -89,6 +89,9 @@ class DcStatus:
     cache_misses: int
     #: The DC's Spark application UI, when it answers there (pipeline.spark_ui_base_port)
     spark_ui: str | None = None
+    #: app -> where its process runs, "<pid>@<host>" (its driver's Python side); apps
+    #: that are down, or serve no metrics, are not here
+    processes: dict[str, str] = field(default_factory=dict)
 
     @property
     def up(self) -> bool:
@@ -220,6 +223,11 @@ def _dc_status(
         cache_hits=int(joiner.total("photon_cache_lookups_total", dc=dc, result="hit")),
         cache_misses=int(joiner.total("photon_cache_lookups_total", dc=dc, result="miss")),
         spark_ui=spark_ui(settings, dc),
+        processes={
+            app: f"{info.labels['pid']}@{info.labels['host']}"
+            for app in APP_NAMES
+            for info in (scrapes[app] or Scrape()).matching("photon_app_info", dc=dc, app=app)[:1]
+        },
     )
 
 

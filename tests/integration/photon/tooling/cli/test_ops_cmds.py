@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -37,10 +38,16 @@ def _window(ops: OpsPhoton) -> list[str]:
 
 
 def _verify(ops: OpsPhoton) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    result = photon("verify", *_window(ops))
-    [run] = [line.split(" as run ")[1] for line in result.stdout.splitlines() if " as run " in line]
-    report = read_report(ops.store, run.strip())
+    result = photon("verify", *_window(ops), "--json")
+    shown = json.loads(result.stdout)
+    report = read_report(ops.store, shown["run"])
     assert report is not None, result.stdout + result.stderr[-3000:]
+    # what it prints is the report it wrote, with links a browser opens as pages
+    assert {k: shown[k] for k in report} == report
+    for link in shown["links"].values():
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert page.headers["Content-Type"].startswith("text/html")
+            assert b"<html" in page.read(4096).lower()
     return result, report
 
 
@@ -54,7 +61,11 @@ def test_verify_and_recover_restore_clicks_lost_between_commit_and_write(
     ops_photon.run("b")
 
     result, report = _verify(ops_photon)
-    assert result.returncode == 1 and "FAILED" in result.stdout
+    assert result.returncode == 1 and not report["passed"]
+    table = photon("verify", *_window(ops_photon))  # the summary on-call reads
+    assert table.returncode == 1
+    assert "FAILED" in table.stdout and "lost" in table.stdout and "report:" in table.stdout
+    assert "data_docs: http" in table.stdout
     lost = report["completeness"]["lost"]
     assert lost > 0
 
