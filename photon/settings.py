@@ -726,6 +726,35 @@ def _check_toml(config_file: Path) -> None:
         raise SettingsError(f"config file {config_file} is not valid TOML: {exc}") from None
 
 
+def _source_of(
+    loc: tuple[Any, ...], config_file: Path | None, in_file: set[str], overrides: dict[str, Any]
+) -> str:
+    """Where a bad value came from, in the layers' order: passed in code, the environment
+    (its variable), the config file, else a default."""
+    env = _env_name(loc)
+    if loc and loc[0] in overrides:
+        return "passed in code"
+    # A section's variable (PHOTON_STACK) sets its every field, a field's only that one;
+    # a check across a section's fields (loc: the section) blames what sets any of them.
+    within = [n for n in sorted(os.environ) if n.startswith(env + "__")]
+    for depth in range(len(loc), 0, -1):
+        name = _env_name(loc[:depth])
+        if name in os.environ:
+            return f"from {name}"
+    if within:
+        return "from " + ", ".join(within)
+    if config_file is not None and (
+        env in in_file or any(n.startswith(env + "__") for n in in_file)
+    ):
+        return f"from config file {config_file}"
+    return f"the default; set {env} or the config file"
+
+
+def _message(error: Any) -> str:
+    """Pydantic's message without its "Value error, " prefix (our own validators speak)."""
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> PhotonSettings:
     """Build the settings from every layer; raise :class:`SettingsError` on bad values.
 
@@ -748,12 +777,13 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> PhotonSe
         return PhotonSettings(**overrides)
     except ValidationError as exc:
         problems = []
+        in_file = env_names_in_file(config_file) if config_file is not None else set()
         for error in exc.errors():
             loc = tuple(error["loc"])
             dotted = ".".join(str(p) for p in loc) or "settings"
-            problems.append(f"  {dotted} ({_env_name(loc)}): {error['msg']}")
-        source = f" (config file {config_file})" if config_file else ""
-        raise SettingsError("invalid settings" + source + ":\n" + "\n".join(problems)) from None
+            source = _source_of(loc, config_file, in_file, overrides)
+            problems.append(f"  {dotted} ({source}): {_message(error)}")
+        raise SettingsError("invalid settings:\n" + "\n".join(problems)) from None
     except ValueError as exc:  # e.g. a list in the environment that is not JSON
         raise SettingsError(f"invalid settings: {exc}") from None
     finally:

@@ -5,6 +5,13 @@ read at most M bytes (plus the rest of the line that straddles M) from each,
 and return the complete line whose ``query_id`` is the id. Reads of one batch
 are merged per file, so ids whose stretches overlap read them once.
 
+Files by identity: an entry names the file as the query reader read it. A
+query not found there is looked for at the same offsets under that file's
+logrotate names (``x.log.1``, ``x.log.2``, …): a file renamed, or copied then
+truncated, keeps its bytes at their offsets there, while its old name may hold
+another file by now (docs/join.md, "Files by identity"). Only the query id
+matching decides, so a look in the wrong file finds nothing, never a wrong line.
+
 How it fails: an id with no candidate entry, or not in any candidate stretch,
 is "not found" (the joiner retries it later). A map entry naming a file that
 is not a plain name in the query directory is ignored and logged (the map
@@ -63,9 +70,29 @@ class LogsEventStore:
         found: dict[str, bytes] = {}
         for file in sorted(regions):
             found.update(self._search_file(file, regions[file]))
+            left = {k: v for k, v in regions[file].items() if k not in found}
+            for rotated in self._rotated_names(file) if left else []:
+                found.update(self._search_file(rotated, left))
+                left = {k: v for k, v in left.items() if k not in found}
+                if not left:
+                    break
         metrics.LOGMAP_LOOKUPS.labels(self.logmap.dc, "found").inc(len(found))
         metrics.LOGMAP_LOOKUPS.labels(self.logmap.dc, "not_found").inc(len(asked) - len(found))
         return found
+
+    def _rotated_names(self, file: str) -> list[str]:
+        """The names logrotate gives ``file`` (``x.log.1``, ``x.log.2``, …), newest first:
+        renamed, or copied then truncated, its bytes stay at their offsets there."""
+        prefix = f"{file}."
+        try:
+            names = [
+                p.name
+                for p in self.query_dir.iterdir()
+                if p.name.startswith(prefix) and p.name[len(prefix) :].isdigit()
+            ]
+        except OSError:
+            return []
+        return sorted(names, key=lambda name: int(name[len(prefix) :]))
 
     def _search_file(
         self, file: str, spans_by_id: dict[str, list[tuple[int, int]]]

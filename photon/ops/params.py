@@ -45,11 +45,15 @@ class _Params(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            raise InvalidParamsError(f"invalid params: {problems}") from None
+            problems = []
+            for error in exc.errors():
+                name = ".".join(str(p) for p in error["loc"]) or "params"
+                # Our own checks name their field already ("window_end: ... is in the future").
+                message = str(error["msg"]).removeprefix("Value error, ")
+                problems.append(
+                    message if message.startswith(f"{name}: ") else f"{name}: {message}"
+                )
+            raise InvalidParamsError(f"invalid params: {'; '.join(problems)}") from None
 
     @classmethod
     def form(cls) -> dict[str, dict[str, Any]]:

@@ -110,11 +110,17 @@ def chaos(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--outage-s") from None
+    from photon.tooling.stack.manager import LocalStack, StackError
+
+    status = LocalStack(settings).status()
+    if not status.healthy:  # before anything is created: the run needs every service
+        raise StackError(
+            "the local stack is not up and healthy: start it with `photon up` "
+            f"({'; '.join(status.problems) or 'no services'})"
+        )
     master = None
     if spark_cluster:
-        from photon.tooling.stack.manager import LocalStack
-
-        master = LocalStack(settings).status().endpoints.get("spark_master")
+        master = status.endpoints.get("spark_master")
         if master is None:
             raise typer.BadParameter(
                 "no standalone Spark master runs in this stack: `photon up --spark-cluster` first",

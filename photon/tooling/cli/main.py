@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -635,12 +636,28 @@ def hoist_global_options(args: list[str]) -> list[str]:
 
 
 def main() -> None:
-    """Console-script entry point: user errors become one message and exit status 2."""
+    """Console-script entry point: user errors — bad settings, a bad flag or argument, a
+    service that does not answer — become one line, ``error: …``, and exit status 2."""
     try:
-        app(args=hoist_global_options(sys.argv[1:]))
+        app(args=hoist_global_options(sys.argv[1:]), prog_name="photon", standalone_mode=False)
     except USER_ERRORS as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        sys.exit(2)
+        _fail(str(exc))
+    except typer.Exit as exc:  # --help, typer.Exit: their own status
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted", markup=False)
+        sys.exit(1)
+    except typer.TyperException as exc:  # a bad flag or value (typer.BadParameter), usage
+        context = getattr(exc, "ctx", None)
+        hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        _fail(exc.format_message() + hint, getattr(exc, "exit_code", 2))
+    sys.exit(0)
+
+
+def _fail(message: str, status: int = 2) -> None:
+    # One line whatever the terminal's width: no panel, no wrapping (scripts read it).
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ For when Airflow is down, or on a laptop (docs/operations.md).
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -36,14 +37,18 @@ SettleS = Annotated[float, typer.Option(help="Seconds an unset window end stays 
 
 
 def _checked(model: Any, values: dict[str, Any], settings: Any) -> tuple[Any, Window]:
-    """The params, checked by the DAG's model, and their window; a bad one is a usage
-    error naming its flag ("window_end: ..." is --window-end's)."""
+    """The params, checked by the DAG's model, and their window; a bad one is an error
+    naming its flag ("window_end: ..." is --window-end's), one line, exit status 2."""
     try:
         params = model.parse({k: v for k, v in values.items() if v is not None})
         params.check_settings(settings)
         return params, params.window()
     except InvalidParamsError as exc:
-        raise typer.BadParameter(str(exc).replace("_", "-")) from None
+        message = str(exc).removeprefix("invalid params: ")
+        for name in values:
+            flag = f"--{name.replace('_', '-')}"
+            message = re.sub(rf"\b{name}\b", flag, message)
+        raise InvalidParamsError(message) from None
 
 
 def _run_name(prefix: str) -> str:

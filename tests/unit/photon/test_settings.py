@@ -67,10 +67,10 @@ def test_a_config_file_is_a_layer_below_the_environment(
 @pytest.mark.parametrize(
     ("env", "named"),
     [
-        ({"PHOTON_STACK__REDIS_PORT": "70000"}, "stack.redis_port (PHOTON_STACK__REDIS_PORT)"),
-        ({"PHOTON_DCS": "a,A"}, "dcs (PHOTON_DCS)"),
-        ({"PHOTON_DCS": "a,a"}, "dcs (PHOTON_DCS)"),
-        ({"PHOTON_DCS": "[oops"}, "dcs (PHOTON_DCS)"),
+        ({"PHOTON_STACK__REDIS_PORT": "70000"}, "stack.redis_port (from PHOTON_STACK__REDIS_PORT)"),
+        ({"PHOTON_DCS": "a,A"}, "dcs (from PHOTON_DCS)"),
+        ({"PHOTON_DCS": "a,a"}, "dcs (from PHOTON_DCS)"),
+        ({"PHOTON_DCS": "[oops"}, "dcs (from PHOTON_DCS)"),
         ({"PHOTON_ZOOKEEPER__ROOT": "photon"}, "zookeeper.root"),
         ({"PHOTON_ZOOKEEPER__HOSTS": "zk1"}, "zookeeper.hosts"),
         ({"PHOTON_ZOOKEEPER__AUTH_USER": "u"}, "zookeeper"),
@@ -125,7 +125,7 @@ def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
 def test_a_bad_config_file_value_names_the_file(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
     config.write_text("[shards]\ndefault_count = -3\n")
-    with pytest.raises(SettingsError, match=r"bad\.toml.*\n.*shards\.default_count"):
+    with pytest.raises(SettingsError, match=r"default_count \(from config file .*bad\.toml\)"):
         load_settings(config)
 
 
@@ -145,3 +145,29 @@ def test_unknown_dc_is_refused() -> None:
 )
 def test_every_master_spark_knows_is_taken_task_retries_included(master: str) -> None:
     assert PipelineSettings(spark_master=master).spark_master == master
+
+
+def test_a_bad_value_is_blamed_on_the_layer_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "photon.toml"
+    config.write_text("[stack]\nredis_port = 99999\n")
+    monkeypatch.setenv("PHOTON_SHARDS__MAX_CLOCK_SKEW_S", "-1")
+    monkeypatch.setenv("PHOTON_PIPELINE__RESTART_BACKOFF_S", "100")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "invalid settings:"
+    assert (
+        f"  stack.redis_port (from config file {config}): Input should be less than or "
+        "equal to 65535" in lines
+    )
+    assert (
+        "  shards.max_clock_skew_s (from PHOTON_SHARDS__MAX_CLOCK_SKEW_S): Input should "
+        "be greater than 0" in lines
+    )
+    # a check across a section's fields names what set them; no "Value error, " prefix
+    assert (
+        "  pipeline (from PHOTON_PIPELINE__RESTART_BACKOFF_S): restart_max_backoff_s (30) "
+        "is below restart_backoff_s (100)" in lines
+    )

@@ -115,6 +115,27 @@ def test_unknown_ids_and_entries_outside_the_logs_find_nothing(tmp_path: Path) -
     assert set(store.find_many([positions[0].query_id])) == {str(positions[0].query_id)}
 
 
+@pytest.mark.parametrize("how", ["rename", "copytruncate"])
+def test_a_query_file_logrotate_moved_is_found_under_its_rotated_name(
+    tmp_path: Path, how: str
+) -> None:
+    positions = write_logs(tmp_path, [(0, 100_000, 10)] * 12, 1)
+    logmap = LogFileMap(None, "a")
+    logmap.add(LogFileMapBuilder(W_US, M_BYTES).plan(positions)[0])
+    path = tmp_path / "q.000.log"
+    (tmp_path / "q.000.log.1").write_bytes(b"not these\n")  # rotated before: shifted on
+    (tmp_path / "q.000.log.1").rename(tmp_path / "q.000.log.2")
+    if how == "rename":
+        path.rename(tmp_path / "q.000.log.1")
+        path.write_bytes(b'{"query_id": "10.0.0.1:100:1"}\n' * 40)  # its writer reopened it
+    else:
+        (tmp_path / "q.000.log.1").write_bytes(path.read_bytes())
+        path.write_bytes(b"")
+    store = LogsEventStore(tmp_path, logmap, window_us=W_US, max_bytes=M_BYTES)
+    found = store.find_many(p.query_id for p in positions)
+    assert set(found) == {str(p.query_id) for p in positions}
+
+
 def test_w_and_m_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         LogFileMapBuilder(0, 10)

@@ -149,3 +149,27 @@ def test_a_toml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
         load_settings(config)
     result = runner.invoke(app, ["--config", str(config), "settings", "show"])
     assert result.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["verify", "--lookback-s", "-5"], "error: --lookback-s: Input should be greater than 0"),
+        (["recover", "--dc", "zz"], "error: --dc: 'zz' is not a configured DC (a, b)"),
+        (["verify", "--window-start", "yesterday"],
+         "error: --window-start: 'yesterday' is not an ISO-8601 date-time"),
+        (["gen", "--rate", "-1"], "error: Invalid value for --rate:"),
+        (["verify", "--nope"], "error: No such option: --nope (see `photon verify --help`)"),
+    ],
+)  # fmt: skip
+def test_the_command_line_says_a_bad_value_in_one_line_and_exits_2(
+    argv: list[str], line: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["photon", *argv])
+    monkeypatch.setenv("COLUMNS", "40")  # narrow: still one line, no panel
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(line), err
+    assert "Value error" not in err and "invalid params" not in err and "╭" not in err
