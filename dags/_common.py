@@ -7,6 +7,7 @@ Wiring only: no I/O, nothing heavy imported.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from airflow.sdk import Param
@@ -29,6 +30,23 @@ DAG_ARGS: dict[str, Any] = {
 }
 
 
+@cache
+def configured_dcs() -> tuple[str, ...] | None:
+    """The configured DCs, for the forms' DC choice; None when the settings do not load
+    (the form then takes any DC name, and the task refuses an unknown one).
+
+    The settings are the environment and the config file: the one read a DAG file
+    makes when it is parsed, cached for the process.
+    """
+    from photon.settings import load_settings
+
+    try:
+        return tuple(load_settings().dcs)
+    except Exception:  # a bad config must not break every DAG's parse
+        return None
+
+
 def params_of(model: Any) -> dict[str, Param]:
-    """Airflow Params (default + JSON schema, shown as the trigger form) of a params model."""
-    return {name: Param(**fields) for name, fields in model.form().items()}
+    """Airflow Params (default + JSON schema, shown as the trigger form) of a params
+    model; a DC param is a choice of the configured DCs."""
+    return {name: Param(**fields) for name, fields in model.form(configured_dcs()).items()}

@@ -20,11 +20,11 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "connection-types": [
             {
-                "connection-type": "photon_zookeeper",
+                "connection-type": "photon-zookeeper",
                 "hook-class-name": "plugins.hooks.registry.PhotonRegistryHook",
             },
             {
-                "connection-type": "photon_s3",
+                "connection-type": "photon-s3",
                 "hook-class-name": "plugins.hooks.object_store.PhotonObjectStoreHook",
             },
         ],

@@ -11,6 +11,7 @@ Light on purpose: DAG files import this module at parse time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
 
@@ -56,12 +57,14 @@ class _Params(BaseModel):
             raise InvalidParamsError(f"invalid params: {'; '.join(problems)}") from None
 
     @classmethod
-    def form(cls) -> dict[str, dict[str, Any]]:
+    def form(cls, dcs: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
         """Per param: the keyword arguments of an Airflow ``Param`` (default and schema).
 
         An optional value (``X | None``) becomes ``type: ["null", X]``: Airflow's
         trigger form treats a typed field as required unless its type allows null,
-        and sends an empty field as null.
+        and sends an empty field as null. With ``dcs`` (the configured DCs), a DC
+        param is a choice of them (a drop-down whose empty choice says what it
+        means), so the form cannot send another; the task checks it again.
         """
         schema = cls.model_json_schema()
         fields: dict[str, dict[str, Any]] = {}
@@ -69,6 +72,12 @@ class _Params(BaseModel):
             prop = _nullable_as_type_list(dict(prop))
             default = prop.pop("default", None)
             fields[name] = {"default": default, **prop}
+        if dcs and "dc" in fields:
+            dc = fields["dc"]
+            dc.pop("pattern", None)
+            empty = str(dc.get("title", "")).partition("(empty: ")[2].rstrip(")") or "unset"
+            dc["enum"] = [None, *dcs]
+            dc["values_display"] = {"null": f"(empty: {empty})"} | {d: f"DC {d}" for d in dcs}
         return fields
 
 
@@ -165,7 +174,7 @@ class ReshardParams(_Params):
     )
     skew_s: float = Field(
         60.0,
-        gt=0,
+        ge=1,
         le=86_400,
         title="Skew (seconds)",
         description="The epoch starts this long after now; at least the configured "
@@ -226,7 +235,7 @@ class _WindowParams(_Params):
     )
     lookback_s: float = Field(
         3600.0,
-        gt=0,
+        ge=1,
         le=30 * 86_400,
         title="Lookback (seconds)",
         description="The window's length when 'Window start' is empty.",
@@ -270,7 +279,7 @@ class _WindowParams(_Params):
 class VerifyParams(_WindowParams):
     latency_bound_s: float = Field(
         4 * 3600.0,
-        gt=0,
+        ge=1,
         le=30 * 86_400,
         title="Latency bound (seconds)",
         description="A joined click's latency (joined_at - click time) may not exceed this.",

@@ -1,6 +1,6 @@
 """The object store hook: the S3 endpoint (MinIO, or moto natively) from a connection.
 
-Connection (type ``photon_s3``): ``host`` is the endpoint (``http://host``
+Connection (type ``photon-s3``): ``host`` is the endpoint (``http://host``
 or ``host`` with ``extra.scheme``), ``port`` its port, ``login``/``password``
 the access and secret keys, ``schema`` the bucket, ``extra.region`` the region,
 ``extra.public_url`` the endpoint as browsers reach it (the links to reports).
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class PhotonObjectStoreHook(BaseHook):
     conn_name_attr = "object_store_conn_id"
     default_conn_name = OBJECT_STORE_CONN_ID
-    conn_type = "photon_s3"
+    conn_type = "photon-s3"
     hook_name = "Photon object store (S3)"
 
     @classmethod

@@ -1,6 +1,6 @@
 """The IdRegistry hook: a ZooKeeper ensemble from an Airflow connection.
 
-Connection (type ``photon_zookeeper``): ``host`` is a comma-separated list
+Connection (type ``photon-zookeeper``): ``host`` is a comma-separated list
 ``host:port,host:port``; ``schema`` is the registry's root znode (default
 ``/photon``); ``login``/``password`` are the digest ACL credentials, if the
 registry uses them.
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class PhotonRegistryHook(BaseHook):
     conn_name_attr = "registry_conn_id"
     default_conn_name = REGISTRY_CONN_ID
-    conn_type = "photon_zookeeper"
+    conn_type = "photon-zookeeper"
     hook_name = "Photon IdRegistry (ZooKeeper)"
 
     @classmethod

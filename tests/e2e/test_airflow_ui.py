@@ -8,22 +8,32 @@ screenshots (each trigger form, each run) are kept in ``$PHOTON_TEST_ARTIFACTS``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from photon.join.output import decode
 from photon.registry_access import connect_registry
+from photon.storage import ObjectStore, s3_client
+from photon.tooling.gen.simulator import load_manifest
 from photon.tooling.stack.ports import free_ports
 from tests.conftest import REPO, settings_from_env, stack_env
+from tests.e2e.helpers import PHOTON
 from tests.e2e.test_photon_command import run
 
 pytestmark = pytest.mark.e2e
@@ -124,6 +134,17 @@ class AirflowUi:
         expect(button).to_be_enabled()
         button.click()
         expect(dialog).to_be_hidden()
+
+    def trigger_api(self, dag_id: str, conf: dict[str, Any]) -> None:
+        """A run triggered through the REST API, as a script would."""
+        body = json.dumps({"logical_date": None, "conf": conf}).encode()
+        request = urllib.request.Request(
+            self.base + f"/api/v2/dags/{dag_id}/dagRuns",
+            data=body,
+            headers={"Authorization": f"Bearer {self.auth}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status in (200, 201)
 
     def show_run(self, dag_id: str, run_id: str) -> None:
         """The run's page, drawn: a loaded machine's browser may still be blank when the
@@ -256,31 +277,195 @@ def test_the_form_or_the_task_refuses_a_bad_value_naming_the_field(ui: AirflowUi
 
     shots = artifacts()
     before = {dag_id: ui.run_ids(dag_id) for dag_id in ("photon_recover", "photon_verify")}
-    # A DC name that is no name at all: the form's schema refuses it, naming the field.
+    # The DC is a choice of the configured DCs, its empty choice saying what it means:
+    # no other name can be sent.
     dialog = ui.open_trigger_form("photon_recover")
-    dialog.locator("input[name=element_dc]").fill("Bad DC")
-    dialog.get_by_role("button", name="Trigger").click()
-    expect(dialog.get_by_text("Invalid input for param dc")).to_be_visible()
-    ui.page.screenshot(path=shots / "refused-form-bad-dc.png", full_page=True)
+    dialog.locator("#element_dc").get_by_role("combobox").click()
+    choices = ui.page.get_by_role("option")
+    expect(choices.first).to_be_visible()
+    assert [c.inner_text().strip() for c in choices.all()] == [
+        "(empty: the one that registered each click)", "DC a", "DC b"
+    ]  # fmt: skip
+    ui.page.screenshot(path=shots / "form-dc-choices.png", full_page=True)
+    ui.page.keyboard.press("Escape")
+    # A number out of its bounds: the form says so and Trigger is disabled.
+    dialog.locator("input[name=element_lookback_s]").fill("-5")
+    ui.page.wait_for_timeout(500)
+    expect(dialog.get_by_role("button", name="Trigger")).to_be_disabled()
+    ui.page.screenshot(path=shots / "refused-form-negative-lookback.png", full_page=True)
+    ui.page.keyboard.press("Escape")
     assert ui.run_ids("photon_recover") == before["photon_recover"]  # no run was created
 
-    # A well-formed name of no configured DC, and a window end in the future: the task
-    # refuses each at once (no retry), naming the field.
-    dialog.locator("input[name=element_dc]").fill("z")
-    ui.trigger(dialog)
+    # A DC the form cannot send, through the API (a script's typo): refused, naming the param.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        ui.trigger_api("photon_recover", {"dc": "z"})
+    assert refused.value.code == 400 and "dc" in refused.value.read().decode()
+    assert ui.run_ids("photon_recover") == before["photon_recover"]
+
+    # A window end in the future: the task refuses it at once (no retry), naming the field.
     dialog = ui.open_trigger_form("photon_verify")
     tomorrow = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() + 86_400))
     dialog.locator("input[name=element_window_end]").fill(tomorrow)
     ui.page.screenshot(path=shots / "refused-form-future-window-end.png", full_page=True)
     ui.trigger(dialog)
 
-    ended = ui.wait_for_runs(before, timeout_s=240)
-    recover, verify = ended["photon_recover"], ended["photon_verify"]
-    assert recover["conf"]["dc"] == "z" and recover["state"] == "failed"
+    ended = ui.wait_for_runs({"photon_verify": before["photon_verify"]}, timeout_s=240)
+    verify = ended["photon_verify"]
     assert verify["conf"]["window_end"].startswith(tomorrow[:10]) and verify["state"] == "failed"
-    recover_log = ui.task_log("photon_recover", recover["dag_run_id"], "recover")
-    assert "dc: 'z' is not a configured DC (a, b)" in recover_log, recover_log
     verify_log = ui.task_log("photon_verify", verify["dag_run_id"], "validate_params")
     assert "window_end: " in verify_log and "is in the future" in verify_log, verify_log
     ui.show_run("photon_verify", verify["dag_run_id"])
     ui.page.screenshot(path=shots / "refused-run-future-window-end.png")
+
+
+def _minute(epoch_s: float) -> str:
+    """A time as the form's date-time field takes it (UTC, to the minute)."""
+    return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(epoch_s))
+
+
+def _dc_app(run_process: subprocess.Popen[str], dc: str) -> psutil.Process | None:
+    for child in psutil.Process(run_process.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            argv = child.cmdline()
+            if "--dc" in argv and argv[argv.index("--dc") + 1] == dc:
+                return child
+    return None
+
+
+class Walkthrough:
+    """On-call's steps in the UI: trigger a DAG from its form, read the run and its links."""
+
+    def __init__(self, ui: AirflowUi, shots: Path) -> None:
+        self.ui, self.shots = ui, shots
+
+    def trigger(self, dag_id: str, window: tuple[str, str], *, dry_run: bool = True) -> str:
+        before = {dag_id: self.ui.run_ids(dag_id)}
+        dialog = self.ui.open_trigger_form(dag_id)
+        dialog.locator("input[name=element_window_start]").fill(window[0])
+        dialog.locator("input[name=element_window_end]").fill(window[1])
+        if not dry_run:
+            switch = dialog.locator("#element_dry_run")
+            switch.click()
+        step = f"{dag_id}{'' if dry_run else '-for-real'}"
+        self.ui.page.screenshot(path=self.shots / f"form-{step}.png", full_page=True)
+        self.ui.trigger(dialog)
+        ended = self.ui.wait_for_runs(before, timeout_s=420)
+        assert dag_id in ended, f"{dag_id} did not end"
+        run_id = str(ended[dag_id]["dag_run_id"])
+        self.ui.show_run(dag_id, run_id)
+        self.ui.page.screenshot(path=self.shots / f"run-{step}.png")
+        return run_id
+
+    def state(self, dag_id: str, run_id: str) -> str:
+        quoted = urllib.parse.quote(run_id, safe="")
+        return str(
+            api(self.ui.base, f"/api/v2/dags/{dag_id}/dagRuns/{quoted}", self.ui.auth)["state"]
+        )
+
+    def links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
+        quoted = urllib.parse.quote(run_id, safe="")
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/links"
+        return {k: v for k, v in api(self.ui.base, path, self.ui.auth).items() if v}
+
+    def result(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        quoted = urllib.parse.quote(run_id, safe="")
+        instance = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}"
+        path = f"{instance}/xcomEntries/return_value"
+        value = api(self.ui.base, path, self.ui.auth)["value"]
+        return json.loads(value) if isinstance(value, str) else value
+
+    def open(self, url: str, shot: str) -> str:
+        """A link opened in the browser, as a page (not a download): its text."""
+        response = self.ui.page.goto(url, wait_until="domcontentloaded")
+        assert response is not None and response.ok, url
+        assert response.headers["content-type"].startswith("text/html"), response.headers
+        self.ui.page.screenshot(path=self.shots / f"{shot}.png", full_page=True)
+        return str(self.ui.page.inner_text("body"))
+
+
+@pytest.mark.timeout(1500)
+def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_from_the_ui(
+    airflow_env: dict[str, str], ui: AirflowUi
+) -> None:
+    """The on-call story, as a new on-call engineer lives it: DC b loses clicks (its
+    joiner dies between its registry commit and its write, and comes back on a new disk);
+    both DCs run under `photon run`, where killing DC b's driver leaves DC a joining and b
+    comes back by itself; `photon_verify` from the UI fails, naming the lost clicks, in
+    its report and its Data Docs (both open as pages from the task's links);
+    `photon_recover` from the UI, a dry run and then for real, re-injects them; the
+    pipelines join them; `photon_verify` passes. Screenshots: the artifacts' walkthrough/."""
+    shots = artifacts() / "walkthrough"
+    shots.mkdir(exist_ok=True)
+    env = airflow_env | {"PHOTON_RETRY__MAX_AGE_S": "20", "PHOTON_PIPELINE__RESTART_BACKOFF_S": "3"}
+    begin = time.time() - 900
+    run(env, "gen", "--queries", "1500", "--start", _minute(begin) + ":00", "--outage-s", "0")
+    manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
+
+    # DC b's joiner dies right after a registry commit that won ids, before the write...
+    run(env, "read-queries", "--dc", "b", "--until-idle", "3", timeout_s=300)
+    crashed = run(env | {"PHOTON_FAULTS__CRASH_AFTER_COMMIT_P": "1"}, "join", "--dc", "b",
+                  "--until-idle", "5", check=False, timeout_s=300)  # fmt: skip
+    assert crashed.returncode in (137, -9), crashed.stderr[-2000:]
+    # ...and comes back on a new disk (--fresh: its state is gone); both DCs under `photon
+    # run`, where DC b's driver is killed mid-run.
+    pipelines = subprocess.Popen(
+        [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b", "--until-idle", "8", "--fresh"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")} | env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while (b := _dc_app(pipelines, "b")) is None or time.monotonic() - b.create_time() < 0:
+            assert pipelines.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        time.sleep(20)  # streaming by now
+        b.kill()
+        _, stderr = pipelines.communicate(timeout=600)
+    finally:
+        if pipelines.poll() is None:
+            pipelines.kill()
+    assert pipelines.returncode == 0, stderr[-3000:]
+    assert "query-reader+joiner[b]: restart 1 in 3 s; the other DCs run on" in stderr
+
+    walk = Walkthrough(ui, shots)
+    window = (_minute(begin - 60), _minute(time.time() - 60))
+    # Verification from the UI fails; its report and Data Docs say so, and open as pages.
+    failed = walk.trigger("photon_verify", window)
+    assert walk.state("photon_verify", failed) == "failed"
+    links = walk.links("photon_verify", failed, "report")
+    assert set(links) == {"Report", "Data Docs"}, links
+    report = walk.open(links["Report"], "report-failed")
+    assert "FAILED" in report and "lost" in report
+    lost = int(re.search(r"(\d+) lost", report).group(1))  # type: ignore[union-attr]
+    assert lost > 0
+    docs = walk.open(links["Data Docs"], "data-docs-failed")
+    assert "Status: Failed" in docs and "Every click of the window is settled" in docs
+    assert "lost" in docs
+
+    # Recovery from the UI: the dry run lists the lost clicks, the real run re-injects them.
+    dry = walk.trigger("photon_recover", window)
+    assert walk.state("photon_recover", dry) == "success"
+    planned = walk.result("photon_recover", dry, "recover")
+    assert planned["dry_run"] is True and planned["dead"] == lost and planned["deleted"] == 0
+    done = walk.trigger("photon_recover", window, dry_run=False)
+    assert walk.state("photon_recover", done) == "success"
+    assert walk.result("photon_recover", done, "recover")["reinjected"] == lost
+
+    # The pipelines join the re-injected clicks; verification passes, and says so.
+    run(env, "run", "--dcs", "a,b", "--until-idle", "8", timeout_s=600)
+    passed = walk.trigger("photon_verify", window)
+    assert walk.state("photon_verify", passed) == "success"
+    report = walk.open(walk.links("photon_verify", passed, "report")["Report"], "report-passed")
+    assert "PASSED" in report and re.search(r"complete_pct\s+100\.0\b", report), report
+    joined = Counter(
+        r["click_id"]
+        for key in _store(env).keys("joined/")
+        for r in decode(_store(env).get(key) or b"")
+    )
+    assert [c for c, n in joined.items() if n > 1] == []
+    assert set(joined) == set(manifest.expected_joins)
+
+
+def _store(env: dict[str, str]) -> ObjectStore:
+    settings = settings_from_env(env)
+    return ObjectStore(s3_client(settings.s3_endpoint_url, settings.s3), settings.s3.bucket)

@@ -180,14 +180,14 @@ def ops_environment(stack_environment: dict[str, str], tmp: Path) -> dict[str, s
     settings = settings_from_env(env)
     env["AIRFLOW_CONN_PHOTON_REGISTRY"] = json.dumps(
         {
-            "conn_type": "photon_zookeeper",
+            "conn_type": "photon-zookeeper",
             "host": ",".join(settings.zk_hosts),
             "schema": settings.zookeeper.root,
         }
     )
     env["AIRFLOW_CONN_PHOTON_OBJECT_STORE"] = json.dumps(
         {
-            "conn_type": "photon_s3",
+            "conn_type": "photon-s3",
             "host": f"http://{settings.stack.host}",
             "port": settings.stack.s3_port,
             "login": settings.s3.access_key,

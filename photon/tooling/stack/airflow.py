@@ -64,7 +64,7 @@ def connection_env(settings: PhotonSettings) -> dict[str, str]:
     """``AIRFLOW_CONN_*`` of the registry, the object store and Spark, from the settings."""
     zk, s3 = settings.zookeeper, settings.s3
     registry: dict[str, Any] = {
-        "conn_type": "photon_zookeeper",
+        "conn_type": "photon-zookeeper",
         "host": ",".join(settings.zk_hosts),
         "schema": zk.root,
     }
@@ -74,7 +74,7 @@ def connection_env(settings: PhotonSettings) -> dict[str, str]:
     scheme, _, rest = endpoint.partition("://")
     host, _, port = rest.partition(":")
     store: dict[str, Any] = {
-        "conn_type": "photon_s3",
+        "conn_type": "photon-s3",
         "host": f"{scheme}://{host}",
         "login": s3.access_key,
         "password": s3.secret_key.get_secret_value(),
@@ -264,6 +264,10 @@ class AirflowStack:
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.home / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # The operations DAGs run on their schedules from the start (GC, compaction,
+            # verification are the platform's upkeep): none waits to be unpaused, and
+            # on-call's first manual run does not queue behind the run an unpause starts.
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             # Each of the five operations DAGs can run a task at once (sensors hold a slot):
             # with four, a DAG triggered beside the others waited minutes for one.

@@ -19,7 +19,7 @@ def connection(**fields: object) -> object:
 
 def test_a_registry_connection_gives_hosts_root_and_credentials() -> None:
     conn = connection(
-        conn_type="photon_zookeeper",
+        conn_type="photon-zookeeper",
         host="10.0.0.1:2181, 10.0.0.2:2181",
         schema="/prod",
         login="photon",
@@ -31,13 +31,13 @@ def test_a_registry_connection_gives_hosts_root_and_credentials() -> None:
         "auth_user": "photon",
         "auth_password": "secret-pw",
     }
-    single = connection(conn_type="photon_zookeeper", host="zk1", port=2181)
+    single = connection(conn_type="photon-zookeeper", host="zk1", port=2181)
     assert registry_overrides(single) == {"hosts": ["zk1:2181"]}  # type: ignore[arg-type]
 
 
 def test_an_object_store_connection_gives_endpoint_keys_and_bucket() -> None:
     conn = connection(
-        conn_type="photon_s3",
+        conn_type="photon-s3",
         host="minio",
         port=9000,
         login="key",
@@ -75,7 +75,7 @@ def test_photon_registers_its_connection_types_with_airflow() -> None:
     from airflow.providers_manager import ProvidersManager
 
     hooks = ProvidersManager().hooks  # type: ignore[no-untyped-call]
-    registry, store = hooks.get("photon_zookeeper"), hooks.get("photon_s3")
+    registry, store = hooks.get("photon-zookeeper"), hooks.get("photon-s3")
     assert registry is not None and registry.hook_class_name.endswith("PhotonRegistryHook")
     assert store is not None and store.hook_class_name.endswith("PhotonObjectStoreHook")
 

@@ -43,9 +43,22 @@ def test_the_form_schema_carries_defaults_bounds_and_descriptions() -> None:
     form = ReshardParams.form()
     assert form["shards"]["default"] == 8
     assert form["shards"]["minimum"] == 1 and form["shards"]["maximum"] == 4096
-    assert form["skew_s"]["exclusiveMinimum"] == 0
+    # bounds the trigger form enforces (it disables Trigger): minimum, never exclusiveMinimum
+    assert form["skew_s"]["minimum"] == 1
+    for model in (ReshardParams, VerifyParams, RecoverParams, CompactionParams):
+        assert not any("exclusiveMinimum" in field for field in model.form().values()), model
     assert all(field.get("description") for field in form.values())
     assert CompactionParams.form()["dc"]["pattern"]
+
+
+def test_with_the_configured_dcs_a_dc_param_is_a_choice_of_them() -> None:
+    dc = RecoverParams.form(["a", "b"])["dc"]
+    assert dc["enum"] == [None, "a", "b"] and "pattern" not in dc
+    assert dc["values_display"] == {
+        "null": "(empty: the one that registered each click)", "a": "DC a", "b": "DC b"
+    }  # fmt: skip
+    assert CompactionParams.form(["x"])["dc"]["values_display"]["null"] == "(empty: every DC)"
+    assert "enum" not in VerifyParams.form(["a"]).get("dc", {})
 
 
 @pytest.mark.parametrize("model", [CompactionParams, RecoverParams, VerifyParams])
