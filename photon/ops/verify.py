@@ -599,15 +599,39 @@ def validation_pages(site: Path) -> list[Path]:
     return sorted((site / "validations").rglob("*.html"))
 
 
+#: Data Docs pages take their look from CDNs (Bootstrap and its kin), which a closed
+#: network does not reach: without them a page is bare text. These few rules, inlined
+#: in each page, keep its tables, cards and verdicts readable anywhere.
+_OFFLINE_STYLE = """<style id="photon-offline">
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #d0d7de;padding:4px 8px}
+.card{border:1px solid #d0d7de;border-radius:6px;margin:1em 0;padding:.5em 1em}
+.text-danger,.badge-danger{color:#cf222e}.text-success,.badge-success{color:#1a7f37}
+.badge{font-weight:600}.hide,.d-none,.modal{display:none}
+</style>"""
+
+
+def offline_styled(page: bytes) -> bytes:
+    """A Data Docs page with :data:`_OFFLINE_STYLE` before its ``</head>`` (the CDN
+    styles, when they load, come after it and win)."""
+    head = page.find(b"<head>")
+    if head < 0 or b'id="photon-offline"' in page:
+        return page
+    at = head + len(b"<head>")
+    return page[:at] + _OFFLINE_STYLE.encode() + page[at:]
+
+
 def publish_data_docs(store: ObjectStore, run: str, site: Path) -> list[str]:
-    """Put the run's Data Docs site in the bucket, beside its report; the keys."""
+    """Put the run's Data Docs site in the bucket, beside its report; the keys. Its
+    pages carry a few inline styles, so that they read well without the CDNs."""
     keys = []
     for path in sorted(p for p in site.rglob("*") if p.is_file()):
         relative = path.relative_to(site).as_posix()
         if relative.startswith(_DOCS_LEFT_OUT):
             continue
         key = data_docs_prefix(run) + relative
-        store.put(key, path.read_bytes())
+        data = path.read_bytes()
+        store.put(key, offline_styled(data) if relative.endswith(".html") else data)
         keys.append(key)
     return keys
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.ops.verify import run_expectations, validation_pages, verdict_frame
+from photon.ops.verify import offline_styled, run_expectations, validation_pages, verdict_frame
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +48,7 @@ def test_the_runs_data_docs_render_in_chromium_and_name_the_failed_expectation(
     assert all(o.success for o in outcomes if o.column in ("dc", "latency_s", "query_id"))
     assert (site / "index.html").is_file()
     [page_file] = validation_pages(site)
+    page_file.write_bytes(offline_styled(page_file.read_bytes()))  # as it is published
 
     shot = tmp_path / "validation.png"
     with sync_playwright() as playwright:
@@ -66,12 +67,16 @@ def test_the_runs_data_docs_render_in_chromium_and_name_the_failed_expectation(
             page.goto(page_file.as_uri(), wait_until="domcontentloaded")
             page.screenshot(path=str(shot), full_page=True)
             text = page.inner_text("body")
+            # styled without the CDNs: its tables have borders, its verdicts colours
+            border = page.evaluate("getComputedStyle(document.querySelector('td')).borderTopStyle")
+            font = page.evaluate("getComputedStyle(document.body).fontFamily")
         finally:
             browser.close()
     assert "photon_joined_output" in text and "verify-run-42" in text
     # each check as the report says it: the duplicate, and the click left unsettled
     assert "Status: Failed" in text and "No click is output twice" in text
     assert "Every click of the window is settled" in text and "missing" in text
+    assert border == "solid" and "system-ui" in font
     image = imread(shot)
     assert image.shape[0] >= 900 and image.shape[1] == 1200
     assert image[..., :3].std() > 0.05  # drawn text and tables, not a blank page
