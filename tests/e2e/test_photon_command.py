@@ -33,8 +33,11 @@ def run(
 def test_up_status_gen_scan_down(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
     try:
-        up = json.loads(run(env, "up", "--json").stdout)
+        started = run(env, "up", "--json")
+        up = json.loads(started.stdout)
         assert up["healthy"] is True
+        # no terminal: what it is doing is said once, not before every other line
+        assert started.stderr.count("starting the local stack") == 1, started.stderr
         assert up["endpoints"]["zookeeper"].count(",") == 2
         again = json.loads(run(env, "up", "--json").stdout)
         assert [s["pid"] for s in again["services"]] == [s["pid"] for s in up["services"]]

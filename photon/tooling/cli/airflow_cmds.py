@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from photon.tooling.cli.common import JsonOption, err, out, print_json, settings_of
+from photon.tooling.cli.common import JsonOption, err, out, print_json, settings_of, working
 from photon.tooling.stack.airflow import (
     AirflowStack,
     AirflowStackError,
@@ -32,7 +32,7 @@ def airflow_up(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Start PostgreSQL and Airflow (idempotent); print the UI address and login."""
     stack = _stack(ctx)
     try:
-        with err.status("starting PostgreSQL and Airflow (api-server, scheduler, ...)"):
+        with working("starting PostgreSQL and Airflow (api-server, scheduler, ...)"):
             status = stack.up()
     except (AirflowStackError, PostgresError) as exc:
         err.print(f"[red]error:[/] {exc}")

@@ -11,7 +11,7 @@ from photon.tooling.bench import compare as compare_bench
 from photon.tooling.bench import pipeline as pipeline_bench
 from photon.tooling.bench import registry as registry_bench
 from photon.tooling.bench import verify as verify_bench
-from photon.tooling.cli.common import JsonOption, err, out, print_json, settings_of
+from photon.tooling.cli.common import JsonOption, out, print_json, settings_of, working
 
 bench_app = typer.Typer(help="Benchmarks on the running local stack.", no_args_is_help=True)
 
@@ -25,7 +25,7 @@ def bench_registry(
 ) -> None:
     """IdRegistry throughput: unbatched vs batched vs raw kazoo multi, and lookups."""
     settings = settings_of(ctx)
-    with err.status("benchmarking the IdRegistry...") as status:
+    with working("benchmarking the IdRegistry...") as status:
         result = registry_bench.run(
             settings,
             batches=batches,
@@ -84,7 +84,7 @@ def bench_pipeline(
     """Both DC pipelines: the joiner's 1->2 core speed-up, sustained joined clicks/s,
     latency at a fixed rate, the knee (highest rate with p90 <= 5 s), cache, waste."""
     settings_of(ctx)  # validates the settings; each phase sets its own roots and bucket
-    with err.status("benchmarking the pipelines...") as status:
+    with working("benchmarking the pipelines...") as status:
         data = pipeline_bench.run(
             burst_queries=queries,
             click_rate=click_rate,
@@ -149,7 +149,7 @@ def bench_compare(
     """Photon against Spark's own stream-stream join on the same logs: events/s,
     completeness, duplicates across DCs."""
     settings_of(ctx)  # validates the settings; each run sets its own roots and bucket
-    with err.status("comparing with Spark's own join...") as status:
+    with working("comparing with Spark's own join...") as status:
         data = compare_bench.run(
             queries=queries,
             runs=runs,
@@ -191,7 +191,7 @@ def bench_verify(
 ) -> None:
     """Verification of a one-hour window at 1x and 10x the output: its time stays flat."""
     settings = settings_of(ctx)
-    with err.status("benchmarking verification...") as status:
+    with working("benchmarking verification...") as status:
         result = verify_bench.run(
             settings,
             hours=hours,

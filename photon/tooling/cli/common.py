@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,3 +27,24 @@ def settings_of(ctx: typer.Context) -> PhotonSettings:
 
 def print_json(data: Any) -> None:
     out.print_json(json.dumps(data, default=str))
+
+
+class _Plain:
+    """What a spinner says, said once a line where there is no terminal to redraw."""
+
+    def update(self, text: str) -> None:
+        err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def working(text: str) -> Iterator[Any]:
+    """A spinner with ``text`` on a terminal (``.update(text)`` changes it); elsewhere
+    (CI, a pipe, a log file) the text once, and each update a line: a spinner there
+    repeats its line before every other line written meanwhile."""
+    if err.is_terminal:
+        with err.status(text) as status:
+            yield status
+    else:
+        plain = _Plain()
+        plain.update(text)
+        yield plain

@@ -36,7 +36,7 @@ from photon.tooling.cli import chaos_cmds, ops_cmds, pipeline_cmds, status_cmds
 from photon.tooling.cli.airflow_cmds import airflow_app
 from photon.tooling.cli.bench_cmds import bench_app
 from photon.tooling.cli.cluster_cmds import cluster_app
-from photon.tooling.cli.common import JsonOption, err, out, settings_of
+from photon.tooling.cli.common import JsonOption, err, out, settings_of, working
 from photon.tooling.cli.registry_cmds import registry_app
 from photon.tooling.gen.model import GenConfig
 from photon.tooling.gen.simulator import live_until, load_manifest, simulate, write
@@ -140,7 +140,7 @@ def up(
     """Start the local stack (idempotent) and print its endpoints."""
     settings = settings_of(ctx)
     what = "ZooKeeper ensemble, Redis, S3" + (", Spark cluster" if spark_cluster else "")
-    with err.status(f"starting the local stack ({what})..."):
+    with working(f"starting the local stack ({what})..."):
         status = LocalStack(settings).up(spark_cluster=spark_cluster)
     _print_status(status, json_out)
 
