@@ -347,9 +347,10 @@ def gc_during_catch_up(
 
 def task_retries(services: ServiceManager, dcs: list[str], master: str) -> FaultRecord:
     """Whether join tasks whose first try failed after its registry commit
-    (``faults.fail_task_after_commit_p``, all run long) were tried again by Spark, in
-    every DC: each retry joins as a replay of its group (docs/join.md, "Why none is
-    lost"). Read from the joiners' logs once the run is over."""
+    (``faults.fail_task_after_commit_p``, all run long) were tried again by Spark: each
+    retry joins as a replay of its group (docs/join.md, "Why none is lost"). Read from
+    the joiners' logs once the run is over; a DC that won few clicks (frozen, down or
+    crashing for other faults) may have had no first try fail, so any DC's count."""
     retried = {
         dc: sum(
             1
@@ -362,7 +363,7 @@ def task_retries(services: ServiceManager, dcs: list[str], master: str) -> Fault
         "task_retry_after_commit",
         "join tasks",
         affects=[],  # all run long: judged by the run's duplicates and losses
-        struck=all(retried.values()),
+        struck=sum(retried.values()) > 0,
         detail={"retried_tasks": retried, "spark_master": master},
     )
 
