@@ -45,6 +45,10 @@ from photon.errors import PhotonError
 
 ENV_PREFIX = "PHOTON_"
 CONFIG_ENV_VAR = "PHOTON_CONFIG"
+#: Set by ``photon run`` for the apps it restarts (photon.tooling.pipeline): how many
+#: times it restarted this one. Not a setting, like PHOTON_CONFIG.
+RESTARTS_ENV_VAR = "PHOTON_APP_RESTARTS"
+_NOT_SETTINGS = (CONFIG_ENV_VAR, RESTARTS_ENV_VAR)
 
 _DC_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -681,7 +685,7 @@ def _unknown_env_vars() -> list[str]:
     """PHOTON_* variables that name no setting: typos would otherwise be ignored silently."""
     unknown = []
     for key in sorted(os.environ):
-        if not key.startswith(ENV_PREFIX) or key == CONFIG_ENV_VAR:
+        if not key.startswith(ENV_PREFIX) or key in _NOT_SETTINGS:
             continue
         model: type[BaseModel] | None = PhotonSettings
         for part in key[len(ENV_PREFIX) :].lower().split("__"):

@@ -21,6 +21,7 @@ from typing import Any
 
 from photon.apps import JOINER, QUERY_READER
 from photon.localfiles import write_whole
+from photon.settings import RESTARTS_ENV_VAR
 
 #: Each app's module, by app name.
 APP_MODULES = {QUERY_READER: "spark_apps.query_reader", JOINER: "spark_apps.joiner"}
@@ -32,7 +33,7 @@ NATIVE_JOIN_MODULE = "spark_apps.native_join"
 SUMMARY_FILE = "summary.json"
 #: How many times ``photon run`` restarted the app (photon.tooling.pipeline): an app
 #: reports it as the gauge photon_app_restarts.
-RESTARTS_ENV = "PHOTON_APP_RESTARTS"
+RESTARTS_ENV = RESTARTS_ENV_VAR
 
 
 def write_summary(state_dir: Path, data: Mapping[str, Any]) -> Path:

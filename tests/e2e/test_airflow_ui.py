@@ -33,7 +33,7 @@ from photon.storage import ObjectStore, s3_client
 from photon.tooling.gen.simulator import load_manifest
 from photon.tooling.stack.ports import free_ports
 from tests.conftest import REPO, settings_from_env, stack_env
-from tests.e2e.helpers import PHOTON
+from tests.e2e.helpers import FAST_RETRIES, PHOTON
 from tests.e2e.test_photon_command import run
 
 pytestmark = pytest.mark.e2e
@@ -280,7 +280,7 @@ def test_the_form_or_the_task_refuses_a_bad_value_naming_the_field(ui: AirflowUi
     # The DC is a choice of the configured DCs, its empty choice saying what it means:
     # no other name can be sent.
     dialog = ui.open_trigger_form("photon_recover")
-    dialog.locator("#element_dc").get_by_role("combobox").click()
+    dialog.get_by_role("combobox").click()  # the form's one drop-down
     choices = ui.page.get_by_role("option")
     expect(choices.first).to_be_visible()
     assert [c.inner_text().strip() for c in choices.all()] == [
@@ -343,9 +343,9 @@ class Walkthrough:
         dialog = self.ui.open_trigger_form(dag_id)
         dialog.locator("input[name=element_window_start]").fill(window[0])
         dialog.locator("input[name=element_window_end]").fill(window[1])
-        if not dry_run:
-            switch = dialog.locator("#element_dry_run")
-            switch.click()
+        if not dry_run:  # the form's one switch
+            dialog.locator("[data-scope=switch][data-part=control]").click()
+            assert not dialog.get_by_role("checkbox").is_checked()
         step = f"{dag_id}{'' if dry_run else '-for-real'}"
         self.ui.page.screenshot(path=self.shots / f"form-{step}.png", full_page=True)
         self.ui.trigger(dialog)
@@ -396,8 +396,16 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
     pipelines join them; `photon_verify` passes. Screenshots: the artifacts' walkthrough/."""
     shots = artifacts() / "walkthrough"
     shots.mkdir(exist_ok=True)
-    env = airflow_env | {"PHOTON_RETRY__MAX_AGE_S": "20", "PHOTON_PIPELINE__RESTART_BACKOFF_S": "3"}
-    begin = time.time() - 900
+    env = (
+        airflow_env
+        | FAST_RETRIES
+        | {
+            "PHOTON_PIPELINE__RESTART_BACKOFF_S": "3",
+            "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
+        }
+    )
+    # Hours back (its clicks' hours-late tail is past too), within the GC retention.
+    begin = time.time() - 4 * 3600
     run(env, "gen", "--queries", "1500", "--start", _minute(begin) + ":00", "--outage-s", "0")
     manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
 
@@ -415,10 +423,12 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
-        while (b := _dc_app(pipelines, "b")) is None or time.monotonic() - b.create_time() < 0:
+        store = _store(env)
+        while len(list(store.keys("joined/dc=b/"))) < 3:  # DC b streams and joins: kill it
             assert pipelines.poll() is None and time.monotonic() < deadline
-            time.sleep(0.5)
-        time.sleep(20)  # streaming by now
+            time.sleep(0.3)
+        b = _dc_app(pipelines, "b")
+        assert b is not None
         b.kill()
         _, stderr = pipelines.communicate(timeout=600)
     finally:
