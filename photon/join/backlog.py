@@ -23,7 +23,6 @@ or as no progress); lines that do not decode are passed over.
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pathlib import Path
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream, decode_click, decode_query
 from photon.logs.offset_log import logged_offsets
-from photon.logs.reader import GrowingLogReader
+from photon.logs.reader import GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
 
 #: How far past an offset to look for the first line that decodes.
@@ -65,7 +64,7 @@ def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS)
     event_us = _CLICK_US if stream is Stream.CLICKS else _QUERY_US
     series: dict[str, list[Path]] = defaultdict(list)  # one ad server's files, in order
     for name in sorted(GrowingLogReader(logs).files(), key=_writing_order):
-        series[_unrotated(name).rsplit(".", 2)[0]].append(logs / name)
+        series[unrotated(name)[0].rsplit(".", 2)[0]].append(logs / name)
     unread, lag_us, behind = 0, 0, 0
     for files in series.values():
         oldest_us: int | None = None
@@ -98,20 +97,11 @@ def query_reader_backlog(settings: PhotonSettings, dc: str) -> Backlog:
     return backlog(settings.dc_logs(dc) / "queries", committed_offsets(checkpoint), Stream.QUERIES)
 
 
-_ROTATED = re.compile(r"(?P<name>.+\.log)\.(?P<n>[0-9]+)")
-
-
-def _unrotated(name: str) -> str:
-    """A log file's name before logrotate renamed it (``x.log.2`` -> ``x.log``)."""
-    match = _ROTATED.fullmatch(name)
-    return match["name"] if match else name
-
-
 def _writing_order(name: str) -> tuple[str, int]:
     """Oldest first: logrotate's ``x.log.2`` holds older lines than ``x.log.1``, and
     that than ``x.log``."""
-    match = _ROTATED.fullmatch(name)
-    return (match["name"], -int(match["n"])) if match else (name, 0)
+    base, rotation = unrotated(name)
+    return base, -rotation
 
 
 EventTime = Callable[[bytes], int]

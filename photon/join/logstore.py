@@ -33,6 +33,7 @@ import structlog
 from photon import metrics
 from photon.events.ids import EventId
 from photon.join.logmap import LogFileMap
+from photon.logs.reader import unrotated
 
 log = structlog.get_logger(__name__)
 
@@ -83,16 +84,11 @@ class LogsEventStore:
     def _rotated_names(self, file: str) -> list[str]:
         """The names logrotate gives ``file`` (``x.log.1``, ``x.log.2``, …), newest first:
         renamed, or copied then truncated, its bytes stay at their offsets there."""
-        prefix = f"{file}."
         try:
-            names = [
-                p.name
-                for p in self.query_dir.iterdir()
-                if p.name.startswith(prefix) and p.name[len(prefix) :].isdigit()
-            ]
+            rotated = [(*unrotated(p.name), p.name) for p in self.query_dir.iterdir()]
         except OSError:
             return []
-        return sorted(names, key=lambda name: int(name[len(prefix) :]))
+        return [name for base, n, name in sorted(rotated) if base == file and n > 0]
 
     def _search_file(
         self, file: str, spans_by_id: dict[str, list[tuple[int, int]]]

@@ -75,14 +75,20 @@ _WRITER_FILE = re.compile(r"(?P<writer>.+)\.(?P<seq>\d+)\.log")
 _ROTATED_FILE = re.compile(r"(?P<name>.+\.log)\.(?P<n>[0-9]+)")
 
 
+def unrotated(name: str) -> tuple[str, int]:
+    """A log file's name before logrotate renamed it, and how many times it did
+    (``x.log.2`` -> ``("x.log", 2)``; ``x.log`` -> ``("x.log", 0)``)."""
+    if match := _ROTATED_FILE.fullmatch(name):
+        return match["name"], int(match["n"])
+    return name, 0
+
+
 def _place(name: str) -> tuple[str, tuple[int, int]]:
     """A log file's writer and its place among that writer's files: later files have
     higher sequence numbers (``x.000002.log`` after ``x.000001.log``), and logrotate's
     rotated names hold what came before the unrotated one (``x.log.2``, ``x.log.1``,
     then ``x.log``)."""
-    rotation = 0
-    if match := _ROTATED_FILE.fullmatch(name):
-        name, rotation = match["name"], int(match["n"])
+    name, rotation = unrotated(name)
     if match := _WRITER_FILE.fullmatch(name):
         return match["writer"], (int(match["seq"]), -rotation)
     return name, (0, -rotation)

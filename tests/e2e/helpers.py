@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
+
+import psutil
 
 PHOTON = str(Path(sys.executable).parent / "photon")
 
@@ -26,3 +29,13 @@ def photon(env: dict[str, str], *args: str, timeout: float = 400) -> str:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
+
+
+def dc_app(run: subprocess.Popen[str], dc: str) -> psutil.Process | None:
+    """The app process `photon run` started for ``dc`` (its Spark driver's Python side)."""
+    for child in psutil.Process(run.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            argv = child.cmdline()
+            if "--dc" in argv and argv[argv.index("--dc") + 1] == dc:
+                return child
+    return None

@@ -8,7 +8,6 @@ screenshots (each trigger form, each run) are kept in ``$PHOTON_TEST_ARTIFACTS``
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -24,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from photon.join.output import decode
@@ -33,7 +31,7 @@ from photon.storage import ObjectStore, s3_client
 from photon.tooling.gen.simulator import load_manifest
 from photon.tooling.stack.ports import free_ports
 from tests.conftest import REPO, settings_from_env, stack_env
-from tests.e2e.helpers import FAST_RETRIES, PHOTON
+from tests.e2e.helpers import FAST_RETRIES, PHOTON, dc_app
 from tests.e2e.test_photon_command import run
 
 pytestmark = pytest.mark.e2e
@@ -323,15 +321,6 @@ def _minute(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(epoch_s))
 
 
-def _dc_app(run_process: subprocess.Popen[str], dc: str) -> psutil.Process | None:
-    for child in psutil.Process(run_process.pid).children():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            argv = child.cmdline()
-            if "--dc" in argv and argv[argv.index("--dc") + 1] == dc:
-                return child
-    return None
-
-
 class Walkthrough:
     """On-call's steps in the UI: trigger a DAG from its form, read the run and its links."""
 
@@ -427,7 +416,7 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
         while len(list(store.keys("joined/dc=b/"))) < 3:  # DC b streams and joins: kill it
             assert pipelines.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        b = _dc_app(pipelines, "b")
+        b = dc_app(pipelines, "b")
         assert b is not None
         b.kill()
         _, stderr = pipelines.communicate(timeout=600)

@@ -19,14 +19,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from photon.join.output import decode
 from photon.storage import ObjectStore, s3_client
 from photon.tooling.gen.simulator import load_manifest
 from photon.tooling.stack.manager import LocalStack
-from tests.e2e.helpers import PHOTON, photon
+from tests.e2e.helpers import PHOTON, dc_app, photon
 
 pytestmark = pytest.mark.e2e
 
@@ -197,16 +196,6 @@ def test_field_inputs_through_both_dcs_end_settled_and_exactly_once(
     assert [j["held_too_new"] for j in joiners] == [1, 1]  # held for a later run, not lost
 
 
-def _dc_app(run: subprocess.Popen[str], dc: str) -> psutil.Process | None:
-    """The app process `photon run` started for ``dc`` (its Spark driver's Python side)."""
-    for child in psutil.Process(run.pid).children():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            argv = child.cmdline()
-            if "--dc" in argv and argv[argv.index("--dc") + 1] == dc:
-                return child
-    return None
-
-
 def test_one_dc_killed_under_photon_run_comes_back_by_itself_while_the_other_joins_on(
     local_stack: LocalStack, env: dict[str, str]
 ) -> None:
@@ -232,12 +221,12 @@ def test_one_dc_killed_under_photon_run_comes_back_by_itself_while_the_other_joi
         while len(output_rows(local_stack, env, "joined/dc=b/")) < 20:
             assert run.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        killed = _dc_app(run, "b")
+        killed = dc_app(run, "b")
         assert killed is not None
         a_at_kill = len(output_rows(local_stack, env, "joined/dc=a/"))
         killed.kill()
         # DC a joins on while b is dead and restarting: its output grows meanwhile
-        while (restarted := _dc_app(run, "b")) is None or restarted.pid == killed.pid:
+        while (restarted := dc_app(run, "b")) is None or restarted.pid == killed.pid:
             assert run.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         a_at_restart = len(output_rows(local_stack, env, "joined/dc=a/"))

@@ -40,7 +40,7 @@ from photon.events.records import Stream
 from photon.faults import CRASH_EXIT_CODE
 from photon.join.runtime import current_attempt
 from photon.logs.offset_log import logged_position
-from photon.logs.reader import RECOVERY_LOG_PREFIX, GrowingLogReader
+from photon.logs.reader import RECOVERY_LOG_PREFIX, GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
 from photon.tooling.chaos.protocol_faults import (
     FILE_PREFIX,
@@ -52,7 +52,6 @@ from photon.tooling.chaos.record import FaultRecord
 from photon.tooling.chaos.service_manager import ServiceManager
 from photon.tooling.runs import StreamClock
 
-_ROTATED = re.compile(r"(?P<name>.+\.log)\.(?P<n>[0-9]+)")
 _WRITER_FILE = re.compile(r"(?P<writer>.+)\.(?P<seq>[0-9]+)\.log")
 
 
@@ -170,8 +169,8 @@ def rotate(directory: Path, names: Iterable[str]) -> list[str]:
 def _next_free(directory: Path, name: str) -> str:
     """The rotated name for ``name``: ``x.log`` -> ``x.log.1``, ``x.log.1`` -> ``x.log.2``
     (the first such name not taken)."""
-    match = _ROTATED.fullmatch(name)
-    base, n = (match["name"], int(match["n"]) + 1) if match else (name, 1)
+    base, rotation = unrotated(name)
+    n = rotation + 1
     while (directory / f"{base}.{n}").exists():
         n += 1
     return f"{base}.{n}"
