@@ -395,8 +395,9 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
             "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
         }
     )
-    # Hours back (its clicks' hours-late tail is past too), within the GC retention.
-    begin = time.time() - 4 * 3600
+    # An hour and a half back: within the latency bound once recovered (the clicks of
+    # its hours-late tail stamped ahead are held, outside the window).
+    begin = time.time() - 90 * 60
     run(env, "gen", "--queries", "1500", "--start", _minute(begin) + ":00", "--outage-s", "0")
     manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
 
@@ -455,8 +456,8 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
     # The pipelines join the re-injected clicks; verification passes, and says so.
     run(env, "run", "--dcs", "a,b", "--until-idle", "8", timeout_s=600)
     passed = walk.trigger("photon_verify", window)
-    assert walk.state("photon_verify", passed) == "success"
     report = walk.open(walk.links("photon_verify", passed, "report")["Report"], "report-passed")
+    assert walk.state("photon_verify", passed) == "success", report
     assert "PASSED" in report and re.search(r"complete_pct\s+100\.0\b", report), report
     joined = Counter(
         r["click_id"]

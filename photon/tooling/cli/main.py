@@ -639,7 +639,11 @@ def main() -> None:
     """Console-script entry point: user errors — bad settings, a bad flag or argument, a
     service that does not answer — become one line, ``error: …``, and exit status 2."""
     try:
-        app(args=hoist_global_options(sys.argv[1:]), prog_name="photon", standalone_mode=False)
+        # Not standalone: errors come here, to be said in one line. A command that ends
+        # with typer.Exit(n) (a failed verification: 1) returns n instead of exiting.
+        result = app(
+            args=hoist_global_options(sys.argv[1:]), prog_name="photon", standalone_mode=False
+        )
     except USER_ERRORS as exc:
         _fail(str(exc))
     except typer.Exit as exc:  # --help, typer.Exit: their own status
@@ -651,7 +655,8 @@ def main() -> None:
         context = getattr(exc, "ctx", None)
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
         _fail(exc.format_message() + hint, getattr(exc, "exit_code", 2))
-    sys.exit(0)
+    # No command returns a bare int but through typer.Exit (a JSON summary is a dict).
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
 
 def _fail(message: str, status: int = 2) -> None:

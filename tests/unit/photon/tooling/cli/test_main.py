@@ -154,7 +154,8 @@ def test_a_toml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (["verify", "--lookback-s", "-5"], "error: --lookback-s: Input should be greater than 0"),
+        (["verify", "--lookback-s", "-5"],
+         "error: --lookback-s: Input should be greater than or equal to 1"),
         (["recover", "--dc", "zz"], "error: --dc: 'zz' is not a configured DC (a, b)"),
         (["verify", "--window-start", "yesterday"],
          "error: --window-start: 'yesterday' is not an ISO-8601 date-time"),
@@ -173,3 +174,14 @@ def test_the_command_line_says_a_bad_value_in_one_line_and_exits_2(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith(line), err
     assert "Value error" not in err and "invalid params" not in err and "╭" not in err
+
+
+def test_a_command_that_ends_with_a_status_exits_with_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `photon stack status` exits 1 when no stack runs (typer.Exit(1) in the command)
+    monkeypatch.setattr("sys.argv", ["photon", "stack", "status", "--json"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 1
+    assert json.loads(capsys.readouterr().out)["healthy"] is False
