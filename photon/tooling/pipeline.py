@@ -221,7 +221,7 @@ def run_pipelines(
                     continue
                 if on_exit is not None:
                     on_exit(child, code)
-                if code == 0 or stopping:
+                if code == 0 or stopping or child.stop_sent:  # done, or told to stop
                     pending.remove(child)
                     continue
                 died_young = now - child.started < pipeline.crash_loop_s
