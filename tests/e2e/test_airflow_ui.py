@@ -465,7 +465,11 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
         for r in decode(_store(env).get(key) or b"")
     )
     assert [c for c, n in joined.items() if n > 1] == []
-    assert set(joined) == set(manifest.expected_joins)
+    # every joinable click, but those of the hours-late tail stamped ahead of now: held
+    # (too new to register, docs/join.md "Time") for a later run, not lost
+    now_us = time.time_ns() // 1000
+    due = {c for c in manifest.expected_joins if int(c.rsplit(":", 1)[1]) < now_us}
+    assert due <= set(joined) <= set(manifest.expected_joins)
 
 
 def _store(env: dict[str, str]) -> ObjectStore:
