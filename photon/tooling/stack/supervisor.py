@@ -145,7 +145,8 @@ class Supervisor(Generic[StateT]):
         )
         state.services[name] = record
         self.save(state)  # at once: a `down` finds it even if we die now
-        log.info("stack.started", stack=self.what, service=name, pid=identity.pid)
+        # Not "stack=": structlog's console renderer prints that key as a stack trace.
+        log.info("stack.started", of=self.what, service=name, pid=identity.pid)
         return record
 
     def stop(
