@@ -38,6 +38,7 @@ def test_up_status_gen_scan_down(tmp_path: Path) -> None:
         assert up["healthy"] is True
         # no terminal: what it is doing is said once, not before every other line
         assert started.stderr.count("starting the local stack") == 1, started.stderr
+        assert "local stack" not in [line.strip() for line in started.stderr.splitlines()]
         assert up["endpoints"]["zookeeper"].count(",") == 2
         again = json.loads(run(env, "up", "--json").stdout)
         assert [s["pid"] for s in again["services"]] == [s["pid"] for s in up["services"]]
