@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
     return argvs
 
 
-def settings(tmp_path: Path, one_app_per_dc: bool, **pipeline: object) -> PhotonSettings:
+def settings(tmp_path: Path, one_app_per_dc: bool, **pipeline: Any) -> PhotonSettings:
     return PhotonSettings(
         logs_root=tmp_path / "logs",
         dcs=["a", "b"],
