@@ -324,7 +324,8 @@ def verdict_frame(
     frame = joined_frame(rows, inputs)
     frame["outcome"] = [outcomes.get(c, "joined") for c in frame["click_id"]]
     frame["in_output"] = True
-    without = sorted(c for c in outcomes if c not in set(frame["click_id"]))
+    with_rows = set(frame["click_id"])
+    without = sorted(c for c in outcomes if c not in with_rows)
     rest = pd.DataFrame(
         {
             "click_id": without,
