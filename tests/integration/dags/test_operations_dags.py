@@ -239,11 +239,9 @@ def test_recover_dag_restores_clicks_lost_between_registry_commit_and_output_wri
             {"window_start": "2026-01-02T00:00:00Z", "window_end": "2026-01-01T00:00:00Z"},
             "recover",
         ),
-        ("photon_recover", {"dc": "zz", "dry_run": False}, "recover"),
-        ("photon_logmap_compaction", {"dc": "zz"}, "validate_params"),
     ],
 )
-def test_windows_in_the_future_and_unknown_dcs_fail_before_any_change(
+def test_windows_in_the_future_fail_before_any_change(
     run_dag: RunDag, ops_photon: OpsPhoton, dag_id: str, conf: dict[str, object], failed_task: str
 ) -> None:
     before = sorted(ops_photon.store.keys(""))
@@ -251,6 +249,24 @@ def test_windows_in_the_future_and_unknown_dcs_fail_before_any_change(
     assert str(dag_run.state) == "failed"
     assert task_states(dag_run)[failed_task] == "failed"
     assert sorted(ops_photon.store.keys("")) == before  # no report, no run, nothing written
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "conf"),
+    [
+        ("photon_recover", {"dc": "zz", "dry_run": False}),
+        ("photon_logmap_compaction", {"dc": "zz"}),
+    ],
+)
+def test_a_dc_that_is_not_configured_is_refused_before_a_run_starts(
+    run_dag: RunDag, ops_photon: OpsPhoton, dag_id: str, conf: dict[str, object]
+) -> None:
+    from airflow.exceptions import ParamValidationError
+
+    before = sorted(ops_photon.store.keys(""))
+    with pytest.raises(ParamValidationError, match="'zz' is not one of"):
+        run_dag(dag_id, **conf)  # the DC param is a choice of the configured DCs
+    assert sorted(ops_photon.store.keys("")) == before
 
 
 def fetch(url: str) -> bytes:
