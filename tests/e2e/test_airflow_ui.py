@@ -392,13 +392,13 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
         | FAST_RETRIES
         | {
             "PHOTON_PIPELINE__RESTART_BACKOFF_S": "3",
-            "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
+            "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "8192",  # many batches: a run to kill into
         }
     )
     # An hour and a half back: within the latency bound once recovered (the clicks of
     # its hours-late tail stamped ahead are held, outside the window).
     begin = time.time() - 90 * 60
-    run(env, "gen", "--queries", "1500", "--start", _minute(begin) + ":00", "--outage-s", "0")
+    run(env, "gen", "--queries", "4000", "--start", _minute(begin) + ":00", "--outage-s", "0")
     manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
 
     # DC b's joiner dies right after a registry commit that won ids, before the write...
@@ -416,7 +416,7 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
     try:
         deadline = time.monotonic() + 300
         store = _store(env)
-        while len(list(store.keys("joined/dc=b/"))) < 3:  # DC b streams and joins: kill it
+        while not list(store.keys("joined/")):  # the DCs stream and join: kill DC b
             assert pipelines.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
         b = dc_app(pipelines, "b")

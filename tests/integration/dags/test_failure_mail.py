@@ -20,6 +20,8 @@ from tests.integration.ops_pipelines import OpsPhoton
 
 pytestmark = pytest.mark.integration
 
+FUTURE = "2099-01-01T00:00:00+00:00"
+
 
 class _Sink:
     """An SMTP server on loopback that keeps every message it is sent."""
@@ -59,7 +61,8 @@ def test_a_failed_run_sends_one_mail_naming_the_dag_and_its_failed_task(
     monkeypatch.setenv("PHOTON_ALERTS__EMAIL_FROM", "photon@example.com")
     monkeypatch.setenv("AIRFLOW_CONN_PHOTON_SMTP", json.dumps(smtp_connection(alerts)))
 
-    dag_run = run_dag("photon_recover", dc="zz", dry_run=False)  # an unknown DC: it fails
+    # a window ending in the future: the task refuses it, and the run fails
+    dag_run = run_dag("photon_recover", window_end=FUTURE, dry_run=False)
 
     assert str(dag_run.state) == "failed"
     assert task_states(dag_run)["recover"] == "failed"
@@ -85,7 +88,7 @@ def test_without_recipients_a_failed_run_only_logs(
     monkeypatch.setenv("AIRFLOW_CONN_PHOTON_SMTP", json.dumps(smtp_connection(alerts)))
 
     with caplog.at_level("ERROR", logger="plugins.notifications.failure"):
-        dag_run = run_dag("photon_recover", dc="zz", dry_run=False)
+        dag_run = run_dag("photon_recover", window_end=FUTURE, dry_run=False)
 
     assert str(dag_run.state) == "failed"
     assert sink.messages == []
