@@ -32,11 +32,13 @@ def status(
     once: Annotated[bool, typer.Option("--once", help="Draw the dashboard once and exit.")] = False,
 ) -> None:
     """Every DC's pipelines, the registry and the cache, live (Ctrl-C to leave); exit 1 with
-    --json or --once when something needs attention."""
+    --json or --once when something needs attention. Piped (no terminal) it draws once."""
     settings = settings_of(ctx)
     probe = RegistryProbe(settings)  # one registry session for every snapshot
     first = collect(settings, probe=probe)
-    if json_out or once:
+    # A live view into a pipe or a log shows nothing until it ends, which it never
+    # does: `photon status | less` or a cron job would hang silently.
+    if json_out or once or not out.is_terminal:
         time.sleep(interval)  # a rate needs two snapshots
         snapshot = collect(settings, first, probe=probe)
         probe.close()

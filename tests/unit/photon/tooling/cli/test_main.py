@@ -185,3 +185,18 @@ def test_a_command_that_ends_with_a_status_exits_with_it(
         main()
     assert exited.value.code == 1
     assert json.loads(capsys.readouterr().out)["healthy"] is False
+
+
+def test_status_into_a_pipe_draws_once_and_says_what_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no terminal to redraw (a pipe, a log, cron), the live dashboard would print
+    nothing and never end: it draws once, and a stack that is down is a problem line."""
+    from tests.conftest import stack_env
+
+    for key, value in stack_env(tmp_path).items():  # free ports: nothing listens there
+        monkeypatch.setenv(key, value)
+    result = runner.invoke(app, ["status", "--interval", "0.5"])
+    assert result.exit_code == 1, result.output
+    assert "problem: no ZooKeeper node of" in result.output
+    assert "problem: Redis at" in result.output
