@@ -9,13 +9,18 @@ STAMP  := $(VENV)/.installed
 # uv installs the lock's ~300 packages in a fraction of pip's time (CI installs afresh).
 UV     := uv==0.13.8
 
-.PHONY: demo test lint unit integration e2e install system-deps lock clean
+.PHONY: demo compose-demo test lint unit integration e2e install system-deps lock clean
 
 demo: install                       ## the main job on embedded defaults
 	$(BIN)/photon demo
 
+compose-demo: install               ## the demo on the compose stack (docker-compose.yml)
+	$(BIN)/photon compose demo
+
 test: install lint                  ## the whole suite: lint, unit, integration, e2e
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 -m "not compose"
+	# The compose stack's twenty containers want the whole machine: alone, after the rest.
+	$(BIN)/python -m pytest -m compose
 
 unit integration e2e: install       ## one tier of the suite
 	$(BIN)/python -m pytest -m $@
@@ -53,11 +58,14 @@ lock:                               ## re-resolve pyproject.toml: constraints.tx
 	mv constraints.txt.new constraints.txt
 	rm -rf .lock-venv
 	# One hashed lock per role (docs/deploy.md, "What each image installs"), all at
-	# constraints.txt's versions.
+	# constraints.txt's versions; the images' for their Python, Debian bookworm's 3.11.2
+	# (below 3.11.3 redis needs async-timeout, the one package only there).
 	$(BIN)/uv pip compile pyproject.toml --extra pipeline -c constraints.txt --generate-hashes \
-	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/pipeline.txt
+	  --python-version 3.11.2 --custom-compile-command "make lock" --quiet -o locks/pipeline.txt
 	$(BIN)/uv pip compile pyproject.toml --extra airflow --extra verify -c constraints.txt --generate-hashes \
-	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/airflow.txt
+	  --python-version 3.11.2 --custom-compile-command "make lock" --quiet -o locks/airflow.txt
+	$(BIN)/uv pip compile pyproject.toml --extra pipeline --extra stack -c constraints.txt --generate-hashes \
+	  --python-version 3.11.2 --custom-compile-command "make lock" --quiet -o locks/stack.txt
 	$(BIN)/uv pip compile pyproject.toml --extra dev -c constraints.txt --generate-hashes \
 	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/dev.txt
 

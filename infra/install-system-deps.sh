@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install the Debian packages the local stack runs on, when they are missing:
 # ZooKeeper (its jars and a Java runtime), Redis, PostgreSQL (Airflow's metadata
-# database), Chromium (the Airflow UI test), docker-compose (validates the
-# compose file; no Docker engine is needed), Prometheus (the stack's, with the
-# alert rules; its promtool tests them) and Redis's Prometheus exporter.
+# database), Chromium (the Airflow UI test), Docker's engine with docker-compose
+# and debootstrap (the compose stack: `make compose-demo` and its test; debootstrap
+# makes the base image where no registry answers), Prometheus (the stack's, with
+# the alert rules; its promtool tests them) and Redis's Prometheus exporter.
 # Idempotent; prints what it does.
 # Runs apt-get as root, or through sudo when that is available.
 set -euo pipefail
@@ -15,11 +16,13 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)  # promtool tests the alert rules
 command -v prometheus-redis-exporter >/dev/null 2>&1 || need+=(prometheus-redis-exporter)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "system packages: zookeeper, java, redis-server, postgresql, chromium, docker-compose, prometheus and prometheus-redis-exporter are present"
+  echo "system packages: zookeeper, java, redis-server, postgresql, chromium, docker.io, docker-compose, debootstrap, prometheus and prometheus-redis-exporter are present"
   exit 0
 fi
 

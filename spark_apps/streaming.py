@@ -166,6 +166,21 @@ def _batch_table(options: StreamOptions, df: DataFrame, batch_id: int) -> pa.Tab
     return read_batch(options.directory, *offsets)
 
 
+def await_directory(directory: Path, stop: Stop, poll_s: float = 1.0) -> bool:
+    """The logs directory, made if this app may make it; on a read-only mount (compose's
+    apps read their DC's logs so) waited for until its writer makes it. False if
+    stopped first."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError as exc:  # read-only, or not ours to make: the ad servers make it
+        log.info("stream.waiting_for_logs", directory=str(directory), reason=exc.strerror)
+    while not directory.is_dir():
+        if stop.wait(poll_s):
+            return False
+    return True
+
+
 def run(
     spark: SparkSession,
     options: StreamOptions,
@@ -194,7 +209,8 @@ def run(
         summary.batches += 1
         summary.lines += len(lines)
 
-    options.directory.mkdir(parents=True, exist_ok=True)
+    if not await_directory(options.directory, stop):
+        return summary
     ended = threading.Event()
     if watch is not None:
         threading.Thread(

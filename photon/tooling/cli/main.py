@@ -24,16 +24,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from photon.apps import JOINER
 from photon.errors import PhotonError
 from photon.events.records import Stream
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
 from photon.logs.scan import scan_dc
 from photon.security.s3_access import write_policy_files
 from photon.storage import ObjectStore
-from photon.tooling.audit import Audit, audit
-from photon.tooling.cli import chaos_cmds, ops_cmds, pipeline_cmds, status_cmds
+from photon.tooling.audit import audit
+from photon.tooling.cli import chaos_cmds, compose_cmds, ops_cmds, pipeline_cmds, status_cmds
 from photon.tooling.cli.airflow_cmds import airflow_app
+from photon.tooling.cli.audit_view import print_audit
 from photon.tooling.cli.bench_cmds import bench_app
 from photon.tooling.cli.cluster_cmds import cluster_app
 from photon.tooling.cli.common import JsonOption, err, out, settings_of, working
@@ -68,6 +68,7 @@ app.add_typer(registry_app, name="registry")
 app.add_typer(bench_app, name="bench")
 app.add_typer(airflow_app, name="airflow")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(compose_cmds.compose_app, name="compose")
 app.command("read-queries")(pipeline_cmds.read_queries)
 app.command("join")(pipeline_cmds.join)
 app.command("run")(pipeline_cmds.run)
@@ -206,6 +207,49 @@ def stack_zookeeper_exporter(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--listen") from None
     zookeeper_exporter.serve(ensemble, host, port)
+
+
+@stack_app.command("zookeeper-node")
+def stack_zookeeper_node(
+    node_id: Annotated[int, typer.Option("--id", min=1, help="This node's id (myid), 1-based.")],
+    hosts: Annotated[str, typer.Option(help="Every node's host name, in id order: zk1,zk2,zk3.")],
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Its configuration and data (a volume).")
+    ] = Path("/data/zookeeper"),
+    heap_mb: Annotated[int, typer.Option(min=64, max=65_536, help="Java heap, MiB.")] = 1024,
+) -> None:
+    """Run one ZooKeeper node of an ensemble on ZooKeeper's default ports (2181, 2888,
+    3888), configured as `photon up`'s nodes are: compose's zk1..zk3 (docs/deploy.md)."""
+    import os
+
+    from photon.tooling.stack import zookeeper
+
+    names = [h.strip() for h in hosts.split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise typer.BadParameter(
+            f"{hosts!r} is not a list of distinct host names", param_hint="--hosts"
+        )
+    try:
+        argv = zookeeper.serve_argv(node_id, names, directory, heap_mb)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--id") from None
+    os.execvp(argv[0], argv)  # noqa: S606 -- the node is the container's process: signals reach it
+
+
+@stack_app.command("s3-standin-init")
+def stack_s3_standin_init(
+    ctx: typer.Context,
+    endpoint: Annotated[str, typer.Option(help="The stand-in's URL, http://host:port.")],
+) -> None:
+    """In compose with the S3 stand-in in MinIO's place: make the bucket and one IAM user
+    per service with its policy, as MinIO's init job does (stored, not enforced)."""
+    from photon.tooling.stack.s3_standin import provision
+
+    if not endpoint.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"{endpoint!r} is not an http(s) URL", param_hint="--endpoint")
+    settings = settings_of(ctx)
+    users = provision(endpoint, settings)
+    out.print(f"s3-standin-init: bucket {settings.s3.bucket}, users {', '.join(users)}")
 
 
 @stack_app.command("compose-env")
@@ -541,7 +585,7 @@ def _demo(ctx: typer.Context, stamp: str, *, keep: bool, queries: int, rate: flo
             raise StackError(f"the log generator failed with status {writer.returncode}")
         out.rule("3. audit the output against the generator's manifest")
         result = audit(ObjectStore.from_settings(settings), load_manifest(settings.logs_root))
-        _print_audit(result, summary, settings.s3.bucket)
+        print_audit(result, summary, settings.s3.bucket)
         if record_dir is not None:
             out.rule("4. the run's report (the paper's figures, redrawn)")
             # kept beside the metrics: `photon report --run` shows the verdict again
@@ -563,44 +607,6 @@ def _demo(ctx: typer.Context, stamp: str, *, keep: bool, queries: int, rate: flo
             out.rule("6. local stack down")
             report = stack.down(purge=True)
             out.print(f"stopped: {', '.join(report.stopped) or 'nothing'}")
-
-
-def _print_audit(result: Audit, summary: dict[str, Any], bucket: str) -> None:
-    joiners = [a for a in summary["apps"] if a["app"] == JOINER]
-    table = Table("", "clicks", title=f"bucket {bucket}")
-    table.add_row("joinable (manifest)", str(result.expected_joins))
-    table.add_row("joined, across DCs", str(result.joined))
-    for dc, count in sorted(result.joined_by_dc.items()):
-        table.add_row(f"  joined by DC {dc}", str(count))
-    table.add_row("duplicates in the union of outputs", str(result.duplicates))
-    table.add_row("missing", str(result.missing))
-    table.add_row("never joinable (manifest)", str(result.never_joinable))
-    for dc, count in sorted(result.unjoinable_by_dc.items()):
-        table.add_row(f"  unjoinable in DC {dc}", str(count))
-    for dc, count in sorted(result.quarantined_by_dc.items()):
-        table.add_row(
-            f"  quarantined lines in DC {dc}", f"{count} of {result.malformed_by_dc[dc]} malformed"
-        )
-    for j in joiners:
-        looked_up = j.get("from_cache", 0) + j.get("cache_misses", 0)
-        hit_ratio = j.get("from_cache", 0) / looked_up if looked_up else 0.0
-        attempted = j.get("joined", 0) + j.get("wasted", 0)
-        wasted = j.get("wasted", 0) / attempted if attempted else 0.0
-        p50, p90 = j.get("latency_p50_s"), j.get("latency_p90_s")
-        table.add_row(
-            f"DC {j['dc']} joiner",
-            f"latency p50 {_seconds(p50)}, p90 {_seconds(p90)}; cache hits {hit_ratio:.0%}; "
-            f"wasted joins {wasted:.1%}; skipped as already joined {j.get('already_joined', 0)}",
-        )
-    out.print(table)
-    if result.exactly_once:
-        out.print("verdict: [bold green]exactly once[/]")
-    else:
-        out.print("verdict: [bold red]NOT exactly once[/]")
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} s"
 
 
 #: The root command's options, which every command takes (``photon status --config f``).

@@ -9,7 +9,15 @@ the look-up and the second overwrite the first. Real S3 and MinIO decide it
 atomically; here one lock around every write does (reads stay concurrent). The
 stand-in is single-process Python under the GIL, so this costs it little.
 
-How it fails: as ``moto.server`` does (a port in use: the server exits at start).
+In compose, where MinIO's image cannot be had, the stand-in takes MinIO's place
+(infra/docker/compose.s3-standin.yml) and :func:`provision` does what MinIO's init
+job does: the bucket, and one IAM user per service with its policy. The users and
+policies are stored, not enforced: moto accepts any key (MinIO checks them; the
+policies themselves are proven against moto with its checks on, in the security
+tests).
+
+How it fails: as ``moto.server`` does (a port in use: the server exits at start);
+:func:`provision` raises the endpoint's error (unreachable: botocore's).
 """
 
 from __future__ import annotations
@@ -17,7 +25,10 @@ from __future__ import annotations
 import argparse
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from photon.settings import PhotonSettings
 
 #: The methods that change objects: run one at a time.
 WRITES = frozenset({"PUT", "POST", "DELETE"})
@@ -43,6 +54,30 @@ class SerializedWrites:
                 close = getattr(response, "close", None)
                 if close is not None:
                     close()
+
+
+def provision(endpoint_url: str, settings: PhotonSettings) -> list[str]:
+    """The configured bucket and every service's IAM user with its policy, on the
+    stand-in at ``endpoint_url``; idempotent. Returns the users' names."""
+    import boto3
+
+    from photon.security.s3_access import provision_iam
+    from photon.storage import s3_client
+
+    s3 = s3_client(endpoint_url, settings.s3)
+    if settings.s3.bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
+        s3.create_bucket(Bucket=settings.s3.bucket)
+    iam = boto3.client(
+        "iam",
+        endpoint_url=endpoint_url,
+        region_name=settings.s3.region,
+        aws_access_key_id=settings.s3.access_key,
+        aws_secret_access_key=settings.s3.secret_key.get_secret_value(),
+    )
+    existing = {u["UserName"] for u in iam.list_users()["Users"]}
+    if not any(name.startswith("photon-") for name in existing):
+        provision_iam(iam, settings.s3.bucket, settings.dcs)
+    return sorted(u["UserName"] for u in iam.list_users()["Users"])
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -66,22 +66,7 @@ class ZooKeeperNode:
         (conf / "log4j.properties").write_text(_LOG4J)
 
     def argv(self) -> list[str]:
-        classpath = [str(self.directory / "conf"), self.stack.zk_classpath]
-        classpath += [jar for jar in _SLF4J_BINDINGS if Path(jar).is_file()]
-        return [
-            "java",
-            f"-Xmx{self.stack.zk_heap_mb}m",
-            # A local ensemble shares two cores with the apps: the quick JIT and one GC
-            # thread spend less CPU than peak-speed compilation would save.
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-Dzookeeper.log.dir=" + str(self.directory),
-            "-Dzookeeper.root.logger=INFO,CONSOLE",
-            "-cp",
-            ":".join(classpath),
-            MAIN_CLASS,
-            str(self.directory / "conf" / "zoo.cfg"),
-        ]
+        return _java_argv(self.directory, self.stack.zk_heap_mb, self.stack.zk_classpath)
 
     def env(self) -> dict[str, str]:
         return {}
@@ -92,30 +77,99 @@ class ZooKeeperNode:
 
     def _zoo_cfg(self, data: Path) -> str:
         host = self.stack.host
-        servers = "\n".join(
-            f"server.{i + 1}={host}:{q}:{e}"
-            for i, (q, e) in enumerate(
-                zip(self.stack.zk_quorum_ports, self.stack.zk_election_ports, strict=True)
-            )
+        return zoo_cfg(
+            data=data,
+            client_port=self.client_port,
+            client_address=host,
+            servers=[
+                (host, quorum, election)
+                for quorum, election in zip(
+                    self.stack.zk_quorum_ports, self.stack.zk_election_ports, strict=True
+                )
+            ],
         )
-        return (
-            f"tickTime={_TICK_MS}\n"
-            "initLimit=10\n"
-            "syncLimit=5\n"
-            f"dataDir={data}\n"
-            f"clientPort={self.client_port}\n"
-            f"clientPortAddress={host}\n"
-            "admin.enableServer=false\n"
-            "4lw.commands.whitelist=srvr,ruok,mntr,stat\n"
-            # keep snapshots from filling a laptop's disk
-            "autopurge.snapRetainCount=3\n"
-            "autopurge.purgeInterval=1\n"
-            # Snapshot once 100 MiB of log is written, not after 4 GiB (the default): the
-            # registry's multis are large, so 100k transactions made GiBs of log, and a
-            # restart replayed it all, past `photon up`'s health wait.
-            f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}\n"
-            f"{servers}\n"
+
+
+def zoo_cfg(
+    *,
+    data: Path,
+    client_port: int,
+    client_address: str,
+    servers: list[tuple[str, int, int]],
+    listen_on_all_ips: bool = False,
+) -> str:
+    """One node's ``zoo.cfg``: the native stack's and a container's (``serve``)."""
+    members = "\n".join(
+        f"server.{i}={host}:{quorum}:{election}"
+        for i, (host, quorum, election) in enumerate(servers, 1)
+    )
+    return (
+        f"tickTime={_TICK_MS}\n"
+        "initLimit=10\n"
+        "syncLimit=5\n"
+        f"dataDir={data}\n"
+        f"clientPort={client_port}\n"
+        f"clientPortAddress={client_address}\n"
+        "admin.enableServer=false\n"
+        "4lw.commands.whitelist=srvr,ruok,mntr,stat\n"
+        # keep snapshots from filling a laptop's disk
+        "autopurge.snapRetainCount=3\n"
+        "autopurge.purgeInterval=1\n"
+        # Snapshot once 100 MiB of log is written, not after 4 GiB (the default): the
+        # registry's multis are large, so 100k transactions made GiBs of log, and a
+        # restart replayed it all, past `photon up`'s health wait.
+        f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}\n"
+        # In a container a node's own name is its container's address; quorum and
+        # election must listen on every address of it.
+        + ("quorumListenOnAllIPs=true\n" if listen_on_all_ips else "")
+        + f"{members}\n"
+    )
+
+
+#: A container node's ports (compose): ZooKeeper's defaults.
+CLIENT_PORT, QUORUM_PORT, ELECTION_PORT = 2181, 2888, 3888
+
+
+def serve_argv(node_id: int, hosts: list[str], directory: Path, heap_mb: int) -> list[str]:
+    """Prepare ``directory`` as node ``node_id`` (1-based) of the ensemble ``hosts`` and
+    return the command that runs it: one container's node (``photon stack serve
+    zookeeper``), configured as the native stack's nodes are."""
+    if not 1 <= node_id <= len(hosts):
+        raise ValueError(f"node id {node_id} is not one of 1..{len(hosts)} ({','.join(hosts)})")
+    conf, data = directory / "conf", directory / "data"
+    conf.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "myid").write_text(f"{node_id}\n")
+    (conf / "log4j.properties").write_text(_LOG4J)
+    (conf / "zoo.cfg").write_text(
+        zoo_cfg(
+            data=data,
+            client_port=CLIENT_PORT,
+            client_address="0.0.0.0",
+            servers=[(host, QUORUM_PORT, ELECTION_PORT) for host in hosts],
+            listen_on_all_ips=True,
         )
+    )
+    return _java_argv(directory, heap_mb, "/usr/share/java/zookeeper.jar")
+
+
+def _java_argv(directory: Path, heap_mb: int, zookeeper_jar: str) -> list[str]:
+    classpath = [str(directory / "conf"), zookeeper_jar]
+    classpath += [jar for jar in _SLF4J_BINDINGS if Path(jar).is_file()]
+    return [
+        "java",
+        f"-Xmx{heap_mb}m",
+        # A local ensemble shares two cores with the apps: the quick JIT and one GC
+        # thread spend less CPU than peak-speed compilation would save.
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-Dzookeeper.log.dir=" + str(directory),
+        "-Dzookeeper.root.logger=INFO,CONSOLE",
+        "-cp",
+        ":".join(classpath),
+        MAIN_CLASS,
+        str(directory / "conf" / "zoo.cfg"),
+    ]
 
 
 def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str:

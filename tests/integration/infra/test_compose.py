@@ -40,8 +40,19 @@ def only_the_compose_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 COMPOSE = REPO / "docker-compose.yml"
 EXAMPLE = REPO / ".env.example"
 BIN = Path(sys.executable).parent
-#: Images whose own server is the command (not Photon's or Airflow's CLI).
-THIRD_PARTY_COMMANDS = {"minio/minio": "server", "redis": "redis-server"}
+#: Images whose command is a server of its own (not Photon's or Airflow's CLI): MinIO's,
+#: and Debian's binaries on the services image.
+THIRD_PARTY_COMMANDS = {
+    "minio/minio": {"server"},
+    "photon/services": {
+        "redis-server",
+        "prometheus",
+        "prometheus-redis-exporter",
+        "/opt/photon/infra/docker/postgres.sh",
+    },
+}
+DOCKERFILE = REPO / "infra" / "docker" / "Dockerfile"
+STANDIN = REPO / "infra" / "docker" / "compose.s3-standin.yml"
 SECRET_NAME = re.compile(r"(PASSWORD|SECRET|SECRET_KEY|FERNET_KEY|TOKEN)$", re.IGNORECASE)
 
 
@@ -102,14 +113,34 @@ def test_the_stack_has_every_part(services: dict[str, dict[str, Any]]) -> None:
     assert set(services) == expected
 
 
-def test_zookeeper_snapshots_by_log_size_as_the_native_stack_does(
-    services: dict[str, dict[str, Any]],
+def test_zookeeper_nodes_are_configured_by_the_native_stacks_code(
+    services: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
-    from photon.tooling.stack.zookeeper import SNAP_SIZE_LIMIT_KB
+    """Each node runs `photon stack zookeeper-node`, whose zoo.cfg is the native stack's
+    (the same snapshot-by-log-size, four-letter words, no AdminServer) with the
+    compose hosts on ZooKeeper's default ports."""
+    from typer.testing import CliRunner
 
-    for name in ("zk1", "zk2", "zk3"):
-        extra = services[name]["environment"]["ZOO_CFG_EXTRA"]
-        assert f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}" in extra.split()
+    from photon.tooling.cli.main import app
+    from photon.tooling.stack.zookeeper import SNAP_SIZE_LIMIT_KB, serve_argv
+
+    for n in (1, 2, 3):
+        argv = services[f"zk{n}"]["command"]
+        assert argv[:3] == ["photon", "stack", "zookeeper-node"]
+        options = dict(zip(argv[3::2], argv[4::2], strict=True))
+        assert options["--id"] == str(n) and options["--hosts"] == "zk1,zk2,zk3"
+        assert services[f"zk{n}"]["image"].startswith("photon/services:")
+    java = serve_argv(2, ["zk1", "zk2", "zk3"], tmp_path, 256)
+    assert java[0] == "java" and java[-1] == str(tmp_path / "conf" / "zoo.cfg")
+    cfg = (tmp_path / "conf" / "zoo.cfg").read_text().splitlines()
+    assert f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}" in cfg
+    assert {"admin.enableServer=false", "clientPort=2181", "quorumListenOnAllIPs=true"} <= set(cfg)
+    assert [line for line in cfg if line.startswith("server.")] == [
+        f"server.{i}=zk{i}:2888:3888" for i in (1, 2, 3)
+    ]
+    assert (tmp_path / "data" / "myid").read_text() == "2\n"
+    refused = CliRunner().invoke(app, ["stack", "zookeeper-node", "--id", "4", "--hosts", "a,b,c"])
+    assert refused.exit_code == 2 and "not one of 1..3" in refused.output
 
 
 def _pinned(image: str) -> bool:
@@ -117,16 +148,28 @@ def _pinned(image: str) -> bool:
     return bool(name) and "/" not in tag and tag != "latest" and bool(re.search(r"\d", tag))
 
 
-def test_every_image_is_pinned_and_so_is_every_base_image(
+#: The one image the stack's builds start from: a Debian release (docs/deploy.md, "Images").
+BASE = "debian:bookworm-slim"
+
+
+def test_every_image_is_pinned_and_every_build_starts_from_the_debian_release(
     services: dict[str, dict[str, Any]],
 ) -> None:
+    built = set()
     for name, service in services.items():
         assert _pinned(service["image"]), f"{name}: {service['image']}"
         build = service.get("build")
         if build:
-            dockerfile = Path(build["context"]) / build["dockerfile"]
-            bases = re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(), re.MULTILINE)
-            assert bases and all(_pinned(b) for b in bases), f"{dockerfile}: {bases}"
+            assert Path(build["context"]) / build["dockerfile"] == DOCKERFILE, name
+            built.add(build["target"])
+    stages = re.findall(r"^FROM\s+(\S+)\s+AS\s+(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
+    names = [stage for _, stage in stages]
+    for base, stage in stages:  # each from the base or from a stage above it
+        assert base == BASE or base in names[: names.index(stage)], (base, stage)
+    assert built == {"photon", "services", "airflow"}
+    # only MinIO and Grafana keep their upstream images
+    upstream = {n for n, s in services.items() if not s["image"].startswith("photon/")}
+    assert upstream == {"minio", "minio-init", "grafana"}
 
 
 def test_the_clusters_spark_is_the_pinned_pyspark(services: dict[str, dict[str, Any]]) -> None:
@@ -136,13 +179,12 @@ def test_the_clusters_spark_is_the_pinned_pyspark(services: dict[str, dict[str, 
         if "==" in line and not line.startswith("#")
     )  # fmt: skip
     assert pins["pyspark"] == pins["pyspark-client"]
-    dockerfile = (REPO / "infra" / "photon" / "Dockerfile").read_text()
-    assert "--require-hashes -r locks/pipeline.txt" in dockerfile
+    assert "--require-hashes -r locks/pipeline.txt" in DOCKERFILE.read_text()
     lock = (REPO / "locks" / "pipeline.txt").read_text()
     assert f"pyspark=={pins['pyspark']} \\" in lock  # the same Spark as the lock's
     for name in ("spark-master", "spark-worker1", "spark-worker2"):
         role = "master" if name == "spark-master" else "worker"
-        assert services[name]["build"]["dockerfile"] == "infra/photon/Dockerfile"
+        assert services[name]["build"]["target"] == "photon"
         assert services[name]["command"][:3] == ["photon", "cluster", role]
 
 
@@ -204,7 +246,7 @@ def test_every_command_is_one_the_installed_clis_accept(
                 airflow.append(argv[1:])
             else:
                 image = service["image"].rpartition(":")[0]
-                assert THIRD_PARTY_COMMANDS.get(image) == argv[0], f"{name}: {argv}"
+                assert argv[0] in THIRD_PARTY_COMMANDS.get(image, set()), f"{name}: {argv}"
     parsed = subprocess.run(
         [str(BIN / "python"), "-c", _AIRFLOW_PARSES],
         input=json.dumps(airflow),
@@ -310,3 +352,30 @@ def test_prometheus_scrapes_every_app_and_the_dashboard_uses_documented_metrics(
                 used.add(metric)
     assert used and used <= documented, used - documented
     assert len(dashboard["panels"]) >= 10
+
+
+def test_grafana_is_a_profile_and_the_s3_standin_override_changes_minio_alone(
+    env_file: Path, services: dict[str, dict[str, Any]]
+) -> None:
+    """Grafana (an upstream image) starts only with `--profile grafana`; the override for
+    machines without MinIO's image replaces MinIO, its init job and Prometheus's
+    config, and Prometheus's config there is the main one without the minio job."""
+    assert services["grafana"]["profiles"] == ["grafana"]
+    result = docker_compose("--env-file", str(env_file), "-f", str(STANDIN), "config")
+    assert result.returncode == 0, result.stderr
+    overridden = yaml.safe_load(result.stdout)["services"]
+
+    def same(a: dict[str, Any], b: dict[str, Any]) -> bool:  # a merge may reorder volumes
+        return {**a, "volumes": sorted(a.get("volumes", []))} == {
+            **b,
+            "volumes": sorted(b.get("volumes", [])),
+        }
+
+    changed = {n for n in services if not same(overridden[n], services[n])}
+    assert changed == {"minio", "minio-init", "prometheus"}
+    assert overridden["minio"]["build"]["target"] == "s3-standin"
+    assert overridden["minio-init"]["command"][:3] == ["photon", "stack", "s3-standin-init"]
+    main = yaml.safe_load((REPO / "infra" / "prometheus" / "prometheus.yml").read_text())
+    standin = yaml.safe_load((REPO / "infra" / "docker" / "prometheus.s3-standin.yml").read_text())
+    main["scrape_configs"] = [j for j in main["scrape_configs"] if j["job_name"] != "minio"]
+    assert standin == main

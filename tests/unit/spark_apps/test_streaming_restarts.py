@@ -60,3 +60,32 @@ def test_restarts_are_bounded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 def test_any_other_failure_ends_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="the streaming query photon failed: boom"):
         run_with(monkeypatch, tmp_path, ["boom", None])
+
+
+def test_an_app_on_a_read_only_logs_mount_waits_for_its_writer_to_make_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In compose a DC's apps mount its logs read-only and may start before the ad
+    servers wrote anything: the stream waits for the directory instead of crashing."""
+    import errno
+    import os
+    import threading
+
+    from spark_apps.streaming import Stop, await_directory
+
+    clicks = tmp_path / "a" / "clicks"
+    real_mkdir = Path.mkdir
+
+    def read_only(self: Path, *args: object, **kwargs: object) -> None:
+        if self.name == "clicks":  # the read-only mount's directories
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    threading.Timer(0.3, os.makedirs, args=(clicks,)).start()  # the ad server, later
+    assert await_directory(clicks, Stop(), poll_s=0.05)
+    assert clicks.is_dir()
+
+    stopped = Stop()
+    threading.Timer(0.2, stopped.set).start()
+    assert not await_directory(tmp_path / "b" / "clicks", stopped, poll_s=0.05)  # never made
