@@ -17,6 +17,7 @@ missing or duplicated and the run exits 1. The project is taken down either way
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -94,9 +95,7 @@ def settled_audit(
 
 
 @contextmanager
-def running_project(
-    engine: DockerEngine, project: ComposeProject, keep: bool
-) -> Iterator[ComposeProject]:
+def running_project(project: ComposeProject, keep: bool) -> Iterator[ComposeProject]:
     """The project up; down with its volumes afterwards (unless ``keep``)."""
     try:
         project.up(without=("generator",))
@@ -133,7 +132,7 @@ def run_demo(
         )
         project.write_env()
         say(f"2. docker-compose up ({options.name}); waiting for every healthcheck")
-        with running_project(engine, project, options.keep):
+        with running_project(project, options.keep):
             project.wait_ready({*APPS, "airflow-api-server", "prometheus"})
             project.start("generator")
             say(
@@ -154,8 +153,13 @@ def run_demo(
                 ),
             )
             show_audit(result, "photon")
-            say(f"5. {'kept' if options.keep else 'docker-compose down -v'}")
+            if options.keep:
+                say(f"5. kept: project {options.name}, its .env {project.env_file}")
+            else:
+                say("5. docker-compose down -v")
         say(f"took {time.monotonic() - began:.0f} s")
         return result
     finally:
-        engine.stop()
+        if not options.keep:
+            engine.stop()  # only a daemon this run started
+            shutil.rmtree(workdir, ignore_errors=True)  # its .env holds the run's secrets

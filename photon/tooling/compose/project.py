@@ -16,7 +16,6 @@ naming the services and the tail of their logs.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,15 +220,3 @@ def published_addresses(engine: DockerEngine, project: str) -> list[str]:
             for binding in bindings or []:
                 addresses.append(f"{binding['HostIp']}:{binding['HostPort']}")
     return addresses
-
-
-def docker_compose_available() -> bool:
-    try:
-        return (
-            subprocess.run(
-                ["docker-compose", "version"], capture_output=True, check=False
-            ).returncode
-            == 0
-        )
-    except OSError:
-        return False
