@@ -194,10 +194,13 @@ def test_both_dcs_join_on_the_workers_exactly_once_through_a_worker_and_the_lead
 
     containers = project.containers()
     project.engine.run(["docker", "kill", containers["spark-worker1"]])
-    time.sleep(15)
+    time.sleep(15)  # spacing the two faults through the stream; nothing waits on it
     leader = next(node for node, mode in _zookeeper_modes(project).items() if mode == "leader")
     project.engine.run(["docker", "kill", containers[leader]])
-    time.sleep(10)
+    deadline = time.monotonic() + 120  # the two left elect a leader while both DCs join
+    while "leader" not in _zookeeper_modes(project).values():
+        assert time.monotonic() < deadline, _zookeeper_modes(project)
+        time.sleep(1)
     for service in ("spark-worker1", leader):  # back, if the restart policy left it down
         if project.states()[service].status != "running":
             project.engine.run(["docker", "start", containers[service]])

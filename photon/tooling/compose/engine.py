@@ -192,9 +192,7 @@ class DockerEngine:
             log.info("compose.image_built", image=image_of(target), seconds=round(took[target], 1))
         return took
 
-    def run(
-        self, argv: list[str], *, timeout_s: float = 600, env: dict[str, str] | None = None
-    ) -> str:
+    def run(self, argv: list[str], *, timeout_s: float = 600) -> str:
         """Run a command; its stdout, or :class:`DockerError` with its output's tail."""
         try:
             result = subprocess.run(
@@ -203,7 +201,6 @@ class DockerEngine:
                 text=True,
                 timeout=timeout_s,
                 check=False,
-                env=None if env is None else {**os.environ, **env},
             )
         except subprocess.TimeoutExpired as exc:
             raise DockerError(

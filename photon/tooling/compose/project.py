@@ -136,32 +136,11 @@ class ComposeProject:
 
     def containers(self) -> dict[str, str]:
         """Service → container id, for every container of the project (stopped too)."""
-        ids = self.engine.run(
-            [
-                "docker",
-                "ps",
-                "--all",
-                "--quiet",
-                "--filter",
-                f"label=com.docker.compose.project={self.name}",
-            ]
-        ).split()
-        if not ids:
-            return {}
-        found = {}
-        for item in json.loads(self.engine.run(["docker", "inspect", *ids])):
-            found[item["Config"]["Labels"]["com.docker.compose.service"]] = item["Id"]
-        return found
+        return {service: state.container for service, state in self.states().items()}
 
     def states(self) -> dict[str, ServiceState]:
-        containers = self.containers()
-        if not containers:
-            return {}
         states = {}
-        inspected: list[dict[str, Any]] = json.loads(
-            self.engine.run(["docker", "inspect", *containers.values()])
-        )
-        for item in inspected:
+        for item in inspect_project(self.engine, self.name, stopped_too=True):
             state = item["State"]
             service = item["Config"]["Labels"]["com.docker.compose.service"]
             states[service] = ServiceState(
@@ -207,15 +186,21 @@ class ComposeProject:
         self.engine.run(["docker", "cp", f"{container}:{path}", str(to)])
 
 
+def inspect_project(
+    engine: DockerEngine, project: str, *, stopped_too: bool = False
+) -> list[dict[str, Any]]:
+    """``docker inspect`` of the project's containers (running ones, or all)."""
+    listing = ["docker", "ps", "--quiet", "--filter", f"label=com.docker.compose.project={project}"]
+    if stopped_too:
+        listing.insert(2, "--all")
+    ids = engine.run(listing).split()
+    return list(json.loads(engine.run(["docker", "inspect", *ids]))) if ids else []
+
+
 def published_addresses(engine: DockerEngine, project: str) -> list[str]:
-    """Every host address the project's containers publish a port on."""
-    ids = engine.run(
-        ["docker", "ps", "--quiet", "--filter", f"label=com.docker.compose.project={project}"]
-    ).split()
-    if not ids:
-        return []
+    """Every host address the project's running containers publish a port on."""
     addresses = []
-    for item in json.loads(engine.run(["docker", "inspect", *ids])):
+    for item in inspect_project(engine, project):
         for bindings in (item["NetworkSettings"]["Ports"] or {}).values():
             for binding in bindings or []:
                 addresses.append(f"{binding['HostIp']}:{binding['HostPort']}")
