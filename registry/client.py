@@ -667,13 +667,22 @@ class IdRegistry:
         """The sharding config and the GC boundaries of the shards ``ops`` touch, read
         now from ZooKeeper with their znode versions (not the watched copies, which
         may lag): every commit checks these versions, so an id is never committed
-        under a config or a boundary that moved since."""
+        under a config or a boundary that moved since.
+
+        A ``sync`` goes first, in the same pipeline: a follower answers a session's
+        requests in order, so the reads see every write the leader had committed by
+        then (another client's GC advance or epoch), not only the follower's copy. A
+        stale read would still be caught by the commit's checks, but only after the
+        buckets below the new boundary were re-made and a round was spent.
+        """
         layout = self.layout
 
         def read() -> _Guards:
+            synced = self._zk.sync_async(layout.config)
             config_read = self._zk.get_async(layout.config)
             shards = sorted({op.shard for op in ops})
             reads = {shard: self._zk.get_async(layout.boundary(shard)) for shard in shards}
+            synced.get()
             data, stat = config_read.get()
             boundaries = {}
             for shard, pending in reads.items():

@@ -24,6 +24,9 @@ def connect(local_stack: LocalStack, registry_root: str) -> Iterator[Connect]:
     def open_registry(**kwargs: object) -> IdRegistry:
         kwargs.setdefault("default_shards", 4)
         reg = IdRegistry.connect(local_stack.settings.zk_hosts, registry_root, **kwargs)  # type: ignore[arg-type]
+        # A new session may land on a follower behind the leader: start it caught up,
+        # so what the test's other clients wrote before is there to read.
+        reg._zk.sync(registry_root)
         opened.append(reg)
         return reg
 

@@ -214,6 +214,9 @@ def _after_buckets(
 
 
 def _exists(reg: IdRegistry, path: str) -> bool:
+    """Whether ``path`` exists as the leader has it: ``reg``'s server may be a
+    follower that has not applied another client's write yet."""
+    reg._zk.sync(path)
     return reg._zk.exists(path) is not None
 
 
