@@ -398,7 +398,7 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
     # An hour and a half back: within the latency bound once recovered (the clicks of
     # its hours-late tail stamped ahead are held, outside the window).
     begin = time.time() - 90 * 60
-    run(env, "gen", "--queries", "4000", "--start", _minute(begin) + ":00", "--outage-s", "0")
+    run(env, "gen", "--queries", "2000", "--start", _minute(begin) + ":00", "--outage-s", "0")
     manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
 
     # DC b's joiner dies right after a registry commit that won ids, before the write...

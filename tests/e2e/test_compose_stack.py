@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from photon.storage import ObjectStore
-from photon.tooling.compose.demo import APPS, plan_images, project_settings, settled_audit
+from photon.tooling.compose.demo import APPS, build_images, project_settings, settled_audit
 from photon.tooling.compose.engine import DockerEngine
 from photon.tooling.compose.project import ComposeProject, published_addresses
 from photon.tooling.gen.model import MANIFEST_FILE
@@ -57,9 +57,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject
     engine.ensure_running()
     try:
         began = time.monotonic()
-        engine.ensure_base()
-        standin, targets = plan_images(engine)
-        took = engine.build(targets)
+        standin, took = build_images(engine)
         print(f"images ready in {time.monotonic() - began:.0f} s: {took}")
         compose = ComposeProject(
             engine,

@@ -60,6 +60,14 @@ def plan_images(engine: DockerEngine) -> tuple[bool, tuple[str, ...]]:
     return standin, targets
 
 
+def build_images(engine: DockerEngine) -> tuple[bool, dict[str, float]]:
+    """The base (pulled, or made from Debian's packages), then every image the stack
+    builds: whether the S3 stand-in takes MinIO's place, and seconds per image."""
+    engine.ensure_base()
+    standin, targets = plan_images(engine)
+    return standin, engine.build(targets)
+
+
 def project_settings(project: ComposeProject) -> PhotonSettings:
     """Settings that reach the project's object store from the host, as the verifier
     (it reads everything): MinIO's API is published on the host's loopback."""
@@ -117,11 +125,10 @@ def run_demo(
     engine.ensure_running()
     try:
         say("1. images: the base, then Photon's (cached layers cost nothing)")
-        engine.ensure_base()
-        standin, targets = plan_images(engine)
+        standin, took = build_images(engine)
         if standin:
             say(f"   {MINIO_IMAGE} cannot be had here: the S3 stand-in takes MinIO's place")
-        for target, seconds in engine.build(targets).items():
+        for target, seconds in took.items():
             say(f"   {image_of(target)}: {seconds:.0f} s")
         project = ComposeProject(
             engine,
