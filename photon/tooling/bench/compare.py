@@ -14,8 +14,15 @@ on the running stack:
 For each: ``seconds`` from launching the apps to the last joined output
 (Photon: the last joined object's first listing; native: the newest parquet
 file), so both count their Spark start-up; ``input_events_per_s``, every line
-of both DCs' logs over those seconds; ``completeness``, the share of the
-workload's joinable clicks in the union of the DCs' output;
+of both DCs' logs over those seconds; ``start_up_s``, from the launch to the
+first joined output; ``marginal_input_events_per_s``, every line over the
+time after that first output — the rate once running, as if start-up were
+free. It counts every line as read after the first output, so it is an upper
+bound, and it means nothing when the output came at once (Spark's
+``availableNow`` may join a whole backlog in one batch): with fewer than
+:data:`MIN_OUTPUT_TIMES` distinct output times it is None, not a figure;
+``completeness``, the share of the workload's joinable clicks in the union of
+the DCs' output;
 ``duplicates_across_dcs``, click ids written more than once; ``unexpected``,
 ids joined that the workload says are not joinable. Runs alternate which
 system goes first; the report gives each run and the medians, and the
@@ -54,21 +61,41 @@ StepCallback = Callable[[str], None]
 NATIVE_WATERMARK_S = 600
 
 
+#: Output seen at fewer distinct times than this (a tenth of a second apart) came
+#: in too few batches for a rate after the first one to mean anything.
+MIN_OUTPUT_TIMES = 3
+
+
 @dataclass
 class SystemFigures:
     seconds: float
     input_events_per_s: float
+    start_up_s: float | None
+    marginal_input_events_per_s: float | None
     joined_distinct: int
     completeness: float
     duplicates_across_dcs: int
     unexpected: int
 
 
-def _figures(seconds: float, ids: Counter[str], manifest: Manifest) -> SystemFigures:
+def _figures(
+    seconds: float, ids: Counter[str], manifest: Manifest, output_s: list[float] | None = None
+) -> SystemFigures:
+    """``output_s``: when each output appeared, in seconds after the launch."""
     expected = manifest.expected_joins
+    lines = input_lines(manifest)
+    start_up = min(output_s) if output_s else None
+    times = {round(t, 1) for t in output_s or []}
+    marginal = (
+        round(lines / (seconds - start_up))
+        if start_up is not None and len(times) >= MIN_OUTPUT_TIMES and seconds > start_up
+        else None
+    )
     return SystemFigures(
         seconds=round(seconds, 1),
-        input_events_per_s=round(input_lines(manifest) / seconds) if seconds > 0 else 0,
+        input_events_per_s=round(lines / seconds) if seconds > 0 else 0,
+        start_up_s=round(start_up, 1) if start_up is not None else None,
+        marginal_input_events_per_s=marginal,
         joined_distinct=len(ids),
         completeness=round(sum(1 for c in expected if c in ids) / len(expected), 4)
         if expected
@@ -104,7 +131,8 @@ def _photon(workdir: Path, cfg: GenConfig) -> SystemFigures:
     phase = run_phase(workdir, "photon", lambda _: cfg, live=False, until_idle_s=5.0)
     manifest = load_manifest(workdir / "photon" / "logs")
     seconds = (phase.last_output_us - phase.started_us) / 1e6 if phase.last_output_us else 0.0
-    return _figures(seconds, phase.click_ids, manifest)
+    output_s = [(seen - phase.started_us) / 1e6 for seen in phase.output_seen_us]
+    return _figures(seconds, phase.click_ids, manifest, output_s)
 
 
 def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
@@ -125,11 +153,15 @@ def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
             raise RuntimeError(f"the native join exited with {child.returncode}: {tail}")
     ids: Counter[str] = Counter()
     newest = started
+    output_s: list[float] = []
     for dc in cfg.dcs:
         for part in (out / f"dc={dc}").glob("*.parquet"):
-            newest = max(newest, part.stat().st_mtime)
-            ids.update(pq.read_table(part, columns=["click_id"]).column(0).to_pylist())
-    return _figures(newest - started, ids, manifest), manifest
+            column = pq.read_table(part, columns=["click_id"]).column(0).to_pylist()
+            if column:
+                newest = max(newest, part.stat().st_mtime)
+                output_s.append(part.stat().st_mtime - started)
+            ids.update(column)
+    return _figures(newest - started, ids, manifest, output_s), manifest
 
 
 def run(
@@ -164,7 +196,7 @@ def run(
         per_run.append(result)
     keys = [f.name for f in fields(SystemFigures)]
     median = {
-        system: {key: statistics.median(r[system][key] for r in per_run) for key in keys}
+        system: {key: _median([r[system][key] for r in per_run]) for key in keys}
         for system in ("photon", "spark_native")
     }
     ratio = statistics.median(r["photon_vs_native_events_per_s"] for r in per_run)
@@ -179,3 +211,8 @@ def run(
             "photon_no_duplicates": all(r["photon"]["duplicates_across_dcs"] == 0 for r in per_run),
         },
     }
+
+
+def _median(values: list[Any]) -> Any:
+    """The median, or None when a run had no such figure (its shape made it meaningless)."""
+    return None if any(v is None for v in values) else statistics.median(values)

@@ -32,18 +32,27 @@ class CpuSample:
     at: float  # wall-clock seconds (``time.time()``), as the apps' log timestamps
     machine_s: float  # CPU seconds every core spent busy since boot
     services_s: float  # CPU seconds of the stack's processes since they started
+    driver_s: float = 0.0  # CPU seconds of the processes watched as the app's driver
 
 
 @dataclass(frozen=True, slots=True)
 class CoresBusy:
-    """Average cores kept busy over some windows: the whole machine, the stack's services."""
+    """Average cores kept busy over some windows: the whole machine, the stack's services
+    (and whatever else is not the app: the bench itself), the app's driver."""
 
     machine: float
     services: float
+    driver: float = 0.0
+
+    @property
+    def app(self) -> float:
+        """What the app under test kept busy: the machine less the services."""
+        return max(0.0, self.machine - self.services)
 
     def to_dict(self) -> dict[str, float]:
         return {"machine_cores_busy": round(self.machine, 2),
-                "services_cores_busy": round(self.services, 2)}  # fmt: skip
+                "services_cores_busy": round(self.services, 2),
+                "driver_cores_busy": round(self.driver, 3)}  # fmt: skip
 
 
 def machine_busy_s(proc_stat: str, ticks_per_s: int) -> float:
@@ -62,14 +71,15 @@ def process_busy_s(pid_stat: str, ticks_per_s: int) -> float:
     return (int(after_name[11]) + int(after_name[12])) / ticks_per_s
 
 
-def _at(samples: Sequence[CpuSample], t: float) -> tuple[float, float]:
-    """(machine, services) CPU seconds at ``t``, between the two samples around it."""
+def _at(samples: Sequence[CpuSample], t: float) -> tuple[float, float, float]:
+    """(machine, services, driver) CPU seconds at ``t``, between the samples around it."""
     for before, after in itertools.pairwise(samples):
         if before.at <= t <= after.at:
             share = (t - before.at) / (after.at - before.at) if after.at > before.at else 1.0
             return (
                 before.machine_s + share * (after.machine_s - before.machine_s),
                 before.services_s + share * (after.services_s - before.services_s),
+                before.driver_s + share * (after.driver_s - before.driver_s),
             )
     raise ValueError(f"{t} is outside the samples")
 
@@ -81,18 +91,19 @@ def cores_busy(
     cover every window or the windows last no time."""
     if len(samples) < 2:
         return None
-    machine = services = seconds = 0.0
+    machine = services = driver = seconds = 0.0
     for start, end in windows:
         if start < samples[0].at or end > samples[-1].at:
             return None
-        machine_start, services_start = _at(samples, start)
-        machine_end, services_end = _at(samples, end)
+        machine_start, services_start, driver_start = _at(samples, start)
+        machine_end, services_end, driver_end = _at(samples, end)
         machine += machine_end - machine_start
         services += services_end - services_start
+        driver += driver_end - driver_start
         seconds += end - start
     if seconds <= 0:
         return None
-    return CoresBusy(machine / seconds, services / seconds)
+    return CoresBusy(machine / seconds, services / seconds, driver / seconds)
 
 
 def ceiling(cores: int, busy_at_one_core: float) -> float:
@@ -115,7 +126,8 @@ class CpuSampler:
     """Samples the machine's CPU and the stack's processes' every ``period_s`` in a thread.
 
     ``service_pids`` are the stack's processes: they count apart, so a report can
-    say how much of the machine the registry and the stores took.
+    say how much of the machine the registry and the stores took. The app's driver,
+    started after the sampler, is added with :meth:`watch_driver`.
     """
 
     def __init__(
@@ -125,6 +137,7 @@ class CpuSampler:
         self.period_s = period_s
         self.proc = proc
         self.samples: list[CpuSample] = []
+        self.driver_pids: list[int] = []
         self._last_busy_s: dict[int, float] = {}  # a process's, while it could be read
         self._ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._stop = threading.Event()
@@ -151,15 +164,25 @@ class CpuSampler:
                     self.samples.append(last)
                 return
 
+    def watch_driver(self, pid: int) -> None:
+        """Count ``pid`` (the app's driver process) apart from here on."""
+        self.driver_pids.append(pid)
+
     def sample(self) -> CpuSample | None:
         try:
             machine = machine_busy_s((self.proc / "stat").read_text(), self._ticks)
         except (OSError, ValueError):
             return None
-        for pid in self.service_pids:
+        for pid in (*self.service_pids, *self.driver_pids):
             try:
                 stat = (self.proc / str(pid) / "stat").read_text()
                 self._last_busy_s[pid] = process_busy_s(stat, self._ticks)
             except (OSError, IndexError, ValueError):
                 continue  # gone: idle from here on, at what it had spent
-        return CpuSample(time.time(), machine, sum(self._last_busy_s.values()))
+        busy = self._last_busy_s
+        return CpuSample(
+            time.time(),
+            machine,
+            sum(busy.get(pid, 0.0) for pid in self.service_pids),
+            sum(busy.get(pid, 0.0) for pid in self.driver_pids),
+        )

@@ -5,21 +5,23 @@ root, bucket and cache keys of its own:
 
 * **scaling**: DC a's joiner alone, at ``local[1]`` and then ``local[2]``, on
   the same backlog (its query reader reads every query first). The join's
-  own rate is joined clicks per second spent in batches (Spark's start-up is
-  not the join's); the ratio is the speed-up from one executor core to two.
-  Beside it, how many cores the machine kept busy during each run's batches,
-  the stack's processes apart, and the ceiling that puts on the ratio
-  (:mod:`photon.tooling.bench.cpu`): at one executor core the driver, Spark's
-  JVM and the registry run beside the task on the other cores;
+  own rate is joined clicks per second over the span of its steady batches
+  (Spark's start-up is not the join's; reading and planning between batches
+  is); the ratio is the speed-up from one executor core to two. Beside it,
+  how many cores the machine kept busy over each span, the stack's processes
+  apart, and the ceiling that puts on the ratio (:mod:`photon.tooling.bench.cpu`):
+  at one executor core the driver, Spark's JVM and the registry run beside
+  the task on the other cores. And from the same batches
+  (:mod:`photon.tooling.bench.scaling`): the serial share (no task running),
+  CPU seconds per 1,000 joined clicks and the driver's part of them, and
+  Amdahl's speed-up at 4, 8 and 32 executor cores;
 * **throughput**: a burst workload (every log written before the apps start)
-  through both DCs' query readers and joiners until idle. Each joined click
-  has its ``joined_at_us``; ``sustained_joined_per_s`` is the rate over the
-  middle 90% of them (5th to 95th percentile of ``joined_at_us``): the rate
-  while the backlog drains, without the start-up ramp and the tail of
-  retried clicks; ``joined_per_s`` is over the whole span, first to last.
-  A batch stamps its clicks with its start, so a backlog joined in one or two
-  retry passes has no span: ``joined_per_batch_s`` is the rate over the
-  joiners' batch time instead (the busiest DC's);
+  through both DCs' query readers and joiners until idle:
+  ``joined_per_batch_s``, the joined clicks over the busiest joiner's batch
+  time, and the CPU seconds of every app per 1,000 joined clicks, launch to
+  idle. (No rate over the output's ``joined_at_us``: a batch stamps all its
+  clicks at once and a backlog drains in a few batches, so such a span is
+  near zero and its rate measures nothing.)
 * **latency**: ad servers write live at a fixed click rate while the apps
   run, and a watcher lists ``joined/`` in the bucket every 0.2 s. A click's
   latency is from its time to the first listing that shows its object
@@ -32,7 +34,12 @@ root, bucket and cache keys of its own:
   ad-server simulator runs in a process of its own, at a higher priority
   where allowed (root), so that its own lag on two busy cores does not count
   as join latency; the first 10 s of clicks (apps warming up) are reported
-  apart from the steady-state percentiles;
+  apart from the steady-state percentiles. Beside the end-to-end latency,
+  the delay **from availability**: from when both the click's line and its
+  query's were in the joining DC's logs (the later of the two ship times of
+  the same, deterministic, simulation) to the output. The workload ships 5%
+  of queries up to 30 s after their clicks by design: that wait is the
+  workload's, this delay the join's;
 * **knee**: the latency phase again at each higher rate of ``knee_rates``,
   in order, until p90 passes :data:`P90_BOUND_S`; the knee is the highest
   rate whose p90 stayed within it.
@@ -43,15 +50,17 @@ neither, so it is not a lookup either store could serve; those are counted
 as ``not_found_yet``) — wasted joins in the live phase (registered by the
 other DC first, among all its register attempts; the burst's are reported
 apart: two DCs that find the same backlog at once race for all of it) and
-the registry's ids/s against its multi transactions/s while the burst
-drains. Targets (docs/join.md): p90 <= 5 s
-at 1,000 clicks/s; >= 5,000 joined clicks/s sustained; wasted < 5%; cache
-hits >= 90% in steady state; a 1 -> 2 core speed-up >= 1.7; a knee >= 2,000
-clicks/s.
+the registry's ids/s against its multi transactions/s over the busiest
+joiner's batch time in the burst. Targets (docs/join.md, "Performance"):
+p90 <= 5 s at 1,000 clicks/s, and p99 from availability <= 5 s; a knee >=
+2,000 clicks/s; wasted < 5%; cache hits >= 90% in steady state; a 1 -> 2
+core speed-up >= 90% of the machine's ceiling; a serial share <= 10% and the
+driver's CPU <= 5% of the app's at two cores.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -66,12 +75,21 @@ from pathlib import Path
 from typing import Any
 
 from photon.apps import JOINER, QUERY_READER
+from photon.events.records import Stream
 from photon.join.output import decode, output_prefix
 from photon.localfiles import last_lines
 from photon.logconfig import FORMAT_ENV
 from photon.settings import PhotonSettings, load_settings
 from photon.storage import ObjectStore, s3_client
 from photon.tooling.bench.cpu import CpuSampler, available_cores, ceiling, cores_busy
+from photon.tooling.bench.scaling import (
+    MODEL_CORES,
+    BatchTimes,
+    amdahl,
+    per_thousand,
+    serial_share,
+    span,
+)
 from photon.tooling.chaos.analysis import json_lines, logged_at
 from photon.tooling.gen.model import GenConfig
 from photon.tooling.gen.simulator import load_manifest, simulate, write
@@ -92,6 +110,8 @@ _BENCH_ENV = {
 }
 
 
+_BUSY_KEYS = ("machine_cores_busy", "services_cores_busy", "driver_cores_busy")
+
 #: The latency bound of the knee: the highest click rate whose p90 stays within it.
 P90_BOUND_S = 5.0
 
@@ -107,13 +127,19 @@ class PhaseFigures:
     seconds: float = 0.0
     started_us: int = 0  # when the apps were launched
     last_output_us: int = 0  # when the last joined object was first seen
+    #: When each joined object was first seen (its listing), one per object with rows.
+    output_seen_us: list[int] = field(default_factory=list)
     click_ids: Counter[str] = field(default_factory=Counter)  # of every DC's output
     apps: list[dict[str, Any]] = field(default_factory=list)
     latencies_s: list[tuple[int, float]] = field(default_factory=list)  # (click ts, latency)
     #: The ad servers' stream started this much after the times its lines carry (the
     #: simulation was ready after its planned start): when each click happened, live.
     start_shift_us: int = 0
-    joined_at_us: list[int] = field(default_factory=list)
+    #: (click ts, seconds from when both the click and its query were in the DC's
+    #: logs to its output): the join's own delay, the workload's lateness apart.
+    available_latencies_s: list[tuple[int, float]] = field(default_factory=list)
+    #: CPU seconds of every app of both DCs, launch to idle, per 1,000 joined clicks.
+    cpu_s_per_1000_joined: float | None = None
 
     def joiner_sum(self, key: str) -> int:
         return sum(int(a.get(key, 0)) for a in self.apps if a["app"] == JOINER)
@@ -226,6 +252,7 @@ def run_phase(
             figures = PhaseFigures()
             finished = threading.Event()
             writer: threading.Thread | None = None
+            gen_config: list[GenConfig] = []  # the live stream's, once it starts
             if live:
 
                 def start_writer() -> None:
@@ -236,6 +263,7 @@ def run_phase(
                     # A process of its own: sharing this one's GIL, the writer fell seconds
                     # behind the clock, and that lag would count as the join's latency.
                     cfg = cfg_for(settings)
+                    gen_config.append(cfg)
                     process = multiprocessing.get_context("spawn").Process(
                         target=write_live,
                         args=(cfg.model_dump_json(), str(settings.logs_root)),
@@ -255,7 +283,12 @@ def run_phase(
                 write(sim, settings.logs_root)
             started = time.monotonic()
             figures.started_us = time.time_ns() // 1000
-            with ObjectWatcher(store) as watcher:
+            # Not the apps': the stack's processes, and this one (the watcher's listings).
+            others = [record.pid for record in LocalStack(settings).records().values()]
+            with (
+                CpuSampler([*others, os.getpid()], period_s=0.25) as sampler,
+                ObjectWatcher(store) as watcher,
+            ):
                 try:
                     children = run_pipelines(settings, settings.dcs, until_idle_s=until_idle_s)
                 finally:
@@ -264,18 +297,63 @@ def run_phase(
             if writer is not None:
                 writer.join()
             figures.apps = [summary for c in children for summary in app_summaries(c)]
+            window = (figures.started_us / 1e6, figures.started_us / 1e6 + figures.seconds)
+            busy = cores_busy(sampler.samples, [window])
+            available_us = available_at(gen_config[0]) if gen_config else {}
             for key, seen_us in watcher.first_seen_us.items():
                 data = store.get(key)
                 rows = decode(data) if data is not None else []
                 if rows:
                     figures.last_output_us = max(figures.last_output_us, seen_us)
+                    figures.output_seen_us.append(seen_us)
                 figures.click_ids.update(r["click_id"] for r in rows)
                 figures.joined += len(rows)
-                figures.joined_at_us += [r["joined_at_us"] for r in rows]
+                if available_us:
+                    dc = dc_of_key(key)
+                    figures.available_latencies_s += [
+                        (r["click_ts_us"], (seen_us - figures.start_shift_us - at_us) / 1e6)
+                        for r in rows
+                        if (at_us := available_us.get((dc, r["click_id"]))) is not None
+                    ]
                 figures.latencies_s += click_latencies(rows, seen_us, figures.start_shift_us)
+            if busy is not None:
+                figures.cpu_s_per_1000_joined = _round(
+                    per_thousand(busy.app * figures.seconds, figures.joined)
+                )
         finally:
             clean_up(settings, store)
     return figures
+
+
+def available_at(cfg: GenConfig) -> dict[tuple[str, str], int]:
+    """When each click could first be joined in each DC: the later of the first
+    delivery of its line and of its query's line to that DC's logs (ship times, on the
+    simulation's clock). The simulation is deterministic: the same as the one written."""
+    sim = simulate(cfg)
+    query_at: dict[tuple[str, str], int] = {}
+    clicks: list[tuple[str, str, str, int]] = []
+    for delivery in sim.deliveries:
+        if delivery.malformed is not None or delivery.duplicate:
+            continue
+        record = json.loads(delivery.line)
+        if delivery.stream is Stream.QUERIES:
+            query_at.setdefault((delivery.dc, record["query_id"]), delivery.ship_us)
+        else:
+            clicks.append((delivery.dc, record["click_id"], record["query_id"], delivery.ship_us))
+    available: dict[tuple[str, str], int] = {}
+    for dc, click_id, query_id, ship_us in clicks:
+        query_us = query_at.get((dc, query_id))
+        if query_us is not None:
+            available.setdefault((dc, click_id), max(ship_us, query_us))
+    return available
+
+
+def dc_of_key(key: str) -> str:
+    """The DC of an output key, ``joined/dc=<dc>/hour=…``."""
+    for part in key.split("/"):
+        if part.startswith("dc="):
+            return part[3:]
+    raise ValueError(f"no dc= in {key}")
 
 
 def click_latencies(
@@ -290,8 +368,11 @@ def click_latencies(
 def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[str, Any]:
     """DC a's joiner alone at ``local[cores]`` on a backlog its query reader read first.
 
-    The join's own rate: joined clicks per second spent in batches (Spark's start-up
-    and the idle wait are not the join's). Same seed, same logs for every core count.
+    The join's own rate: joined clicks per second of the span of its steady batches
+    (first start to last end: Spark's start-up and the idle wait are not the join's,
+    reading and planning between batches is). Same seed, same logs for every core
+    count. Beside it, the serial share, CPU per 1,000 joined clicks and the driver's
+    part of it (:mod:`photon.tooling.bench.scaling`).
     """
     alone = {
         "PHOTON_DCS": "a",
@@ -320,9 +401,10 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
                 settings.logs_root,
             )
             _run_app(settings, QUERY_READER, "local[2]")
-            stack = [record.pid for record in LocalStack(settings).records().values()]
-            with CpuSampler(stack) as sampler:
-                _run_app(settings, JOINER, f"local[{cores}]")
+            # Not the app's: the stack's processes and this one (its sampler thread).
+            others = [record.pid for record in LocalStack(settings).records().values()]
+            with CpuSampler([*others, os.getpid()]) as sampler:
+                _run_app(settings, JOINER, f"local[{cores}]", on_start=sampler.watch_driver)
             batches = [
                 line
                 for line in json_lines(settings.pipeline_dir("a", JOINER) / "app.log")
@@ -334,31 +416,59 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     # Redis and S3 then: a one-off cost); retry passes of never-joinable clicks are not
     # the join's throughput.
     steady = batches[1:]
-    seconds = sum(float(b["seconds"]) for b in steady)
+    times = [BatchTimes(*batch_window(b), float(b["task_s"])) for b in steady]
+    window = span(times)
+    seconds = window[1] - window[0] if window else 0.0
     joined = sum(int(b["joined"]) for b in steady)
-    busy = cores_busy(sampler.samples, (batch_window(b) for b in steady))
+    busy = cores_busy(sampler.samples, [window]) if window else None
+    app_cpu_s = busy.app * seconds if busy else None
+    driver_cpu_s = busy.driver * seconds if busy else None
+    serial = serial_share(times)
     return {
         "cores": cores,
         "batches": len(steady),
         "joined": joined,
-        "batch_seconds": round(seconds, 2),
-        "driver_seconds": round(sum(float(b["plan_s"]) for b in steady), 2),
-        "slowest_task_seconds": round(sum(float(b["task_s"]) for b in steady), 2),
+        "span_s": round(seconds, 2),
+        "batch_seconds": round(sum(float(b["seconds"]) for b in steady), 2),
+        "driver_plan_seconds": round(sum(float(b["plan_s"]) for b in steady), 2),
+        "slowest_task_seconds": round(sum(t.task_s for t in times), 2),
         "joined_per_s": round(joined / seconds) if seconds > 0 else 0,
-        # While its batches ran: every process, and the stack's (ZooKeeper, Redis, S3…).
-        **(busy.to_dict() if busy else {"machine_cores_busy": None, "services_cores_busy": None}),
+        "serial_share": _round(serial),
+        "cpu_s_per_1000_joined": _round(per_thousand(app_cpu_s, joined) if app_cpu_s else None),
+        "driver_cpu_s_per_1000_joined": _round(
+            per_thousand(driver_cpu_s, joined) if driver_cpu_s is not None else None, 3
+        ),
+        "driver_cpu_share": _round(driver_cpu_s / app_cpu_s, 3)
+        if app_cpu_s and driver_cpu_s is not None
+        else None,
+        # Over the span: every process, the stack's (ZooKeeper, Redis, S3…), the driver's.
+        **(busy.to_dict() if busy else dict.fromkeys(_BUSY_KEYS)),
     }
 
 
-def _run_app(settings: PhotonSettings, app: str, master: str) -> None:
-    """One of DC a's apps until it is idle, its log in its state directory."""
+def _run_app(
+    settings: PhotonSettings,
+    app: str,
+    master: str,
+    on_start: Callable[[int], None] | None = None,
+) -> None:
+    """One of DC a's apps until it is idle, its log in its state directory;
+    ``on_start`` gets its driver's pid once it runs."""
     argv = [*app_argv(app, "a", until_idle_s=3.0, config=None), "--master", master]
     log_path = settings.pipeline_dir("a", app) / "app.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log_file:
-        code = subprocess.run(
-            argv, env=dict(os.environ), stdout=log_file, stderr=subprocess.STDOUT, timeout=3600
-        ).returncode
+        process = subprocess.Popen(
+            argv, env=dict(os.environ), stdout=log_file, stderr=subprocess.STDOUT
+        )
+        try:
+            if on_start is not None:
+                on_start(process.pid)
+            code = process.wait(timeout=3600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     if code != 0:
         raise RuntimeError(f"{app} exited with {code}: {last_lines(log_path, 30)}")
 
@@ -418,20 +528,22 @@ def run(
                 break  # a higher rate is only slower
     live, latency = points[click_rate]
     knee = knee_of({rate: point["latency_p90_s"] for rate, (_, point) in points.items()})
-    span_s = _span_s(burst.joined_at_us, 0.0, 1.0)
-    middle_s = _span_s(burst.joined_at_us, 0.05, 0.95)
     p90 = latency["latency_p90_s"]
-    sustained = 0.9 * burst.joined / middle_s if middle_s > 0 else 0.0
+    available_p99 = latency["available_p99_s"]
     from_cache, from_logs = live.joiner_sum("from_cache"), live.joiner_sum("from_logs")
     cache_hits = from_cache / (from_cache + from_logs) if from_cache + from_logs else 0.0
     # Both DCs joining the same live stream is where waste counts; a burst both DCs
     # find at once is raced for whole (reported apart).
     wasted_share, burst_wasted_share = _wasted_share(live), _wasted_share(burst)
     ids, txns = burst.joiner_sum("register_ids"), burst.joiner_sum("register_transactions")
+    busiest_s = _busiest_joiner_s(burst)
     one, two = alone[0]["joined_per_s"], alone[1]["joined_per_s"]
     speed_up = two / one if one else 0.0
     busy_at_one = alone[0]["machine_cores_busy"]
     cores = available_cores()
+    most = ceiling(cores, busy_at_one) if busy_at_one else None
+    serial_one, serial_two = alone[0]["serial_share"], alone[1]["serial_share"]
+    driver_share = alone[1]["driver_cpu_share"]
     return {
         "scaling": {
             "runs": alone,
@@ -439,16 +551,22 @@ def run(
             "machine_cores": cores,
             # The most this machine allows (photon.tooling.bench.cpu): a target above
             # it is out of any joiner's reach here.
-            "machine_ceiling": round(ceiling(cores, busy_at_one), 2) if busy_at_one else None,
+            "machine_ceiling": round(most, 2) if most else None,
+            "speed_up_share_of_ceiling": round(speed_up / most, 2) if most else None,
+            # Amdahl from the one-core run's serial share: the most a cluster of n
+            # executor cores gives while the driver's part stays as it is.
+            "amdahl_speed_up": {str(n): round(amdahl(serial_one, n), 2) for n in MODEL_CORES}
+            if serial_one is not None
+            else None,
         },
         "throughput": {
             "clicks_in": burst.clicks_in,
             "joined": burst.joined,
-            "joining_span_s": round(span_s, 1),
             "run_s": round(burst.seconds, 1),
-            "joined_per_s": round(burst.joined / span_s) if span_s > 0 else 0,
-            "sustained_joined_per_s": round(sustained),
+            # A batch stamps its clicks at once, and a backlog drains in a few batches:
+            # a rate over the output's stamps would measure nothing. The batch time is.
             "joined_per_batch_s": round(_batch_rate(burst)),
+            "cpu_s_per_1000_joined": burst.cpu_s_per_1000_joined,
         },
         "latency": latency,
         "knee": {
@@ -465,17 +583,21 @@ def run(
         "wasted_join_share": round(wasted_share, 4),
         "burst_wasted_join_share": round(burst_wasted_share, 4),
         "registry": {
-            "ids_per_s": round(ids / span_s) if span_s > 0 else 0,
-            "transactions_per_s": round(txns / span_s, 1) if span_s > 0 else 0.0,
+            # Over the busiest joiner's batch time, as the burst's rate.
+            "ids_per_s": round(ids / busiest_s) if busiest_s > 0 else 0,
+            "transactions_per_s": round(txns / busiest_s, 1) if busiest_s > 0 else 0.0,
             "ids_per_transaction": round(ids / txns, 1) if txns else 0.0,
         },
         "targets": {
             "p90_le_5s_at_1000_clicks_per_s": p90 is not None and p90 <= P90_BOUND_S,
+            "available_p99_le_5s_at_1000_clicks_per_s": available_p99 is not None
+            and available_p99 <= P90_BOUND_S,
             "knee_ge_2000_clicks_per_s": knee is not None and knee >= 2_000,
-            "joined_ge_5000_per_s": sustained >= 5_000,
             "wasted_lt_5pct": wasted_share < 0.05,
             "cache_hits_ge_90pct": cache_hits >= 0.9,
-            "scaling_1_to_2_cores_ge_1_7x": speed_up >= 1.7,
+            "speed_up_ge_90pct_of_ceiling": most is not None and speed_up >= 0.9 * most,
+            "serial_share_le_10pct_at_2_cores": serial_two is not None and serial_two <= 0.1,
+            "driver_cpu_le_5pct_at_2_cores": driver_share is not None and driver_share <= 0.05,
         },
         "apps": {"burst": burst.apps, "live": live.apps},
     }
@@ -523,6 +645,7 @@ def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:
     warm_from_us = first_click_us + int(_WARM_UP_S * 1e6)
     steady = [lat for ts, lat in live.latencies_s if ts >= warm_from_us]
     warm_up = [lat for ts, lat in live.latencies_s if ts < warm_from_us]
+    available = [lat for ts, lat in live.available_latencies_s if ts >= warm_from_us]
     return {
         "click_rate_per_s": click_rate,
         "clicks_in": live.clicks_in,
@@ -532,16 +655,25 @@ def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:
         "latency_p50_s": _round(_percentile(steady, 0.5)),
         "latency_p90_s": _round(_percentile(steady, 0.9)),
         "latency_p99_s": _round(_percentile(steady, 0.99)),
+        # From when both the click and its query were in the logs: the join's own delay.
+        "available_p50_s": _round(_percentile(available, 0.5)),
+        "available_p90_s": _round(_percentile(available, 0.9)),
+        "available_p99_s": _round(_percentile(available, 0.99)),
         "warm_up_latency_p50_s": _round(_percentile(warm_up, 0.5)),
         "warm_up_latency_p90_s": _round(_percentile(warm_up, 0.9)),
     }
 
 
+def _busiest_joiner_s(phase: PhaseFigures) -> float:
+    """The batch seconds of the joiner that spent the most in batches."""
+    seconds = [float(a.get("batch_seconds", 0.0)) for a in phase.apps if a["app"] == JOINER]
+    return max(seconds, default=0.0)
+
+
 def _batch_rate(phase: PhaseFigures) -> float:
     """Joined clicks per second the joiners spent in batches, the DCs side by side: the
     join's own rate, start-up and idle waits apart (the busiest joiner's batch time)."""
-    seconds = [float(a.get("batch_seconds", 0.0)) for a in phase.apps if a["app"] == JOINER]
-    busiest = max(seconds, default=0.0)
+    busiest = _busiest_joiner_s(phase)
     return phase.joined / busiest if busiest > 0 else 0.0
 
 
@@ -552,13 +684,5 @@ def _wasted_share(phase: PhaseFigures) -> float:
     return wasted / attempts if attempts else 0.0
 
 
-def _span_s(stamps_us: list[int], low: float, high: float) -> float:
-    if len(stamps_us) < 2:
-        return 0.0
-    ordered = sorted(stamps_us)
-    last = len(ordered) - 1
-    return (ordered[int(high * last)] - ordered[int(low * last)]) / 1e6
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)

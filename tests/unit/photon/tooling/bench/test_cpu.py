@@ -53,7 +53,36 @@ def test_busy_cores_are_averaged_over_the_windows_only() -> None:
     assert busy is not None
     assert busy.machine == pytest.approx(1.5)
     assert busy.services == pytest.approx(0.25)
-    assert busy.to_dict() == {"machine_cores_busy": 1.5, "services_cores_busy": 0.25}
+    assert busy.app == pytest.approx(1.25)
+    assert busy.to_dict() == {
+        "machine_cores_busy": 1.5,
+        "services_cores_busy": 0.25,
+        "driver_cores_busy": 0.0,
+    }
+
+
+def test_the_driver_watched_from_its_start_counts_apart_from_the_services(tmp_path: Path) -> None:
+    sampler = CpuSampler([11], proc=tmp_path)  # zk1
+    _fake_proc(tmp_path, 500, {11: 100})
+    before = sampler.sample()
+    sampler.watch_driver(40)  # the app's driver, launched after the sampler
+    _fake_proc(tmp_path, 600, {11: 110, 40: 20})
+    at_start = sampler.sample()
+    _fake_proc(tmp_path, 900, {11: 130, 40: 50})
+    later = sampler.sample()
+    assert before is not None and at_start is not None and later is not None
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert before.driver_s == 0.0 and at_start.driver_s == pytest.approx(20 / ticks)
+    assert later.services_s - at_start.services_s == pytest.approx(20 / ticks)
+    assert later.driver_s - at_start.driver_s == pytest.approx(30 / ticks)
+    busy = cores_busy(
+        [CpuSample(0.0, at_start.machine_s, at_start.services_s, at_start.driver_s),
+         CpuSample(2.0, later.machine_s, later.services_s, later.driver_s)],
+        [(0.0, 2.0)],
+    )  # fmt: skip
+    assert busy is not None
+    assert busy.driver == pytest.approx(15 / ticks)  # 30 ticks over 2 s
+    assert busy.app == pytest.approx(140 / ticks)  # the machine's 300 less the services' 20
 
 
 def test_windows_the_samples_do_not_cover_give_no_figure() -> None:

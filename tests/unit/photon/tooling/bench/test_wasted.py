@@ -1,8 +1,20 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from photon.tooling.bench.pipeline import PhaseFigures, _batch_rate, _wasted_share, click_latencies
+from photon.events.records import Stream
+from photon.tooling.bench.pipeline import (
+    PhaseFigures,
+    _batch_rate,
+    _wasted_share,
+    available_at,
+    click_latencies,
+    dc_of_key,
+)
+from photon.tooling.gen.model import GenConfig
+from photon.tooling.gen.simulator import simulate
 
 pytestmark = pytest.mark.unit
 
@@ -38,3 +50,37 @@ def test_a_click_s_latency_runs_from_when_it_happened_in_the_stream_the_apps_saw
     # The stream started 3 s after the times its lines carry: each click came 3 s later.
     shifted = click_latencies(rows, seen_us=16_000_000, start_shift_us=3_000_000)
     assert shifted == [(10_000_000, 3.0), (11_500_000, 1.5)]
+
+
+def test_a_click_is_available_once_both_its_line_and_its_query_s_are_in_the_dc_s_logs() -> None:
+    cfg = GenConfig(
+        seed=3,
+        dcs=["a", "b"],
+        start_us=1_800_000_000_000_000,
+        queries=400,
+        query_rate=100.0,
+        delayed_query_fraction=0.3,
+        outage_duration_s=0.0,
+    )
+    available = available_at(cfg)
+    shipped: dict[tuple[str, str], int] = {}
+    for d in simulate(cfg).deliveries:
+        if d.malformed is None and not d.duplicate:
+            record = json.loads(d.line)
+            key = "query_id" if d.stream is Stream.QUERIES else "click_id"
+            shipped.setdefault((d.dc, record[key]), d.ship_us)
+    sim = simulate(cfg)
+    late = 0
+    for click_id, query_id in sim.expected_joins.items():
+        for dc in ("a", "b"):
+            click_us, query_us = shipped[(dc, click_id)], shipped[(dc, query_id)]
+            assert available[(dc, click_id)] == max(click_us, query_us)
+            late += query_us > click_us
+    assert late > 0  # delayed queries: the query's arrival is what makes the click joinable
+    assert not any(click_id in sim.never_joinable for _, click_id in available)
+
+
+def test_an_output_key_names_its_dc() -> None:
+    assert dc_of_key("joined/dc=b/hour=2026-11-27T09/a-1/000000000004.g001.parquet") == "b"
+    with pytest.raises(ValueError, match="no dc="):
+        dc_of_key("joined/hour=2026-11-27T09/x.parquet")

@@ -1,0 +1,75 @@
+"""What a joiner's batches say about scaling out: serial share, CPU per click, Amdahl.
+
+``photon bench pipeline`` runs DC a's joiner alone on one backlog at one and at
+two executor cores and reads its ``joiner.batch`` log lines back. From them:
+
+* the **span**: from the first steady batch's start to the last one's end, wall
+  time. Between two batches the driver reads the source and plans the next:
+  that time belongs to the join as much as the batches' own;
+* the **serial share**: of the span, the time in which no task of the join
+  ran, ``1 - sum(task_s) / span`` (``task_s``: a batch's slowest task, so the
+  time its tasks ran at all). Driver planning, Spark's job round trips,
+  settling, reading the next batch: what no executor takes over;
+* **Amdahl's speed-up** at ``n`` executor cores from the serial share ``s`` at
+  one core: ``1 / (s + (1 - s) / n)``. The most any cluster gives while the
+  driver's part stays as it is (docs/deploy.md, "Scaling out");
+* **CPU per 1,000 joined clicks**: the CPU seconds the app's processes spent
+  over the span (the machine's busy time less the stack's services and the
+  bench itself), per 1,000 joined clicks: a figure that moves less with the
+  machine's speed than a rate does. The **driver's share** of it is the app's
+  Python driver process (planning, decoding, the retry store); Spark's JVM and
+  its Python workers (the tasks) are the rest.
+
+How it fails: batch lines without a timestamp raise ``ValueError`` (from
+:func:`photon.tooling.bench.pipeline.batch_window`'s parsing); no batch, a
+span of no time or nothing joined give None, never a made-up figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The executor core counts the scale-out model is reported at.
+MODEL_CORES = (4, 8, 32)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTimes:
+    """One steady batch: when it started and ended (wall-clock seconds), and how long
+    its slowest task ran."""
+
+    start: float
+    end: float
+    task_s: float
+
+
+def span(batches: Sequence[BatchTimes]) -> tuple[float, float] | None:
+    """(start, end) from the first batch's start to the last one's end; None if none."""
+    if not batches:
+        return None
+    return min(b.start for b in batches), max(b.end for b in batches)
+
+
+def serial_share(batches: Sequence[BatchTimes]) -> float | None:
+    """The share of the span in which no task ran (0 to 1), or None without a span."""
+    window = span(batches)
+    if window is None or window[1] <= window[0]:
+        return None
+    in_tasks = sum(b.task_s for b in batches)
+    return min(1.0, max(0.0, 1.0 - in_tasks / (window[1] - window[0])))
+
+
+def amdahl(serial: float, cores: int) -> float:
+    """The speed-up over one core at ``cores`` when ``serial`` of the one-core time
+    cannot be split."""
+    if not 0.0 <= serial <= 1.0:
+        raise ValueError(f"a serial share is 0 to 1, not {serial}")
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, not {cores}")
+    return 1.0 / (serial + (1.0 - serial) / cores)
+
+
+def per_thousand(cpu_s: float, joined: int) -> float | None:
+    """CPU seconds per 1,000 joined clicks; None when nothing was joined."""
+    return 1000.0 * cpu_s / joined if joined > 0 else None
