@@ -486,8 +486,12 @@ class Dispatcher(GroupJoiner):
                     task_attempt=outcome.task_attempt,
                 )
             if outcome.pid != os.getpid():  # its own counters stayed in a Spark worker
-                metrics.CACHE_LOOKUPS.labels(self.dc, "hit").inc(outcome.counts["from_cache"])
-                metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(outcome.counts["cache_misses"])
+                counts = outcome.counts
+                metrics.CACHE_LOOKUPS.labels(self.dc, "hit").inc(counts["from_cache"])
+                metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(counts["cache_misses"])
+                # What the hit ratio is over: the queries found, in the cache or the logs.
+                metrics.LOGMAP_LOOKUPS.labels(self.dc, "found").inc(counts["from_logs"])
+                metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(counts["logs_skipped"])
             if outcome.lookup_s:
                 metrics.REGISTRY_CALL_SECONDS.labels(self.dc, "lookup").observe(outcome.lookup_s)
             if outcome.registered:

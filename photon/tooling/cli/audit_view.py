@@ -29,8 +29,9 @@ def print_audit(result: Audit, summary: dict[str, Any], bucket: str) -> None:
             f"  quarantined lines in DC {dc}", f"{count} of {result.malformed_by_dc[dc]} malformed"
         )
     for j in joiners:
-        looked_up = j.get("from_cache", 0) + j.get("cache_misses", 0)
-        hit_ratio = j.get("from_cache", 0) / looked_up if looked_up else 0.0
+        # Of the queries found, the share the cache served (docs/join.md, "Cache hits").
+        found = j.get("from_cache", 0) + j.get("from_logs", 0)
+        hit_ratio = j.get("from_cache", 0) / found if found else 0.0
         attempted = j.get("joined", 0) + j.get("wasted", 0)
         wasted = j.get("wasted", 0) / attempted if attempted else 0.0
         p50, p90 = j.get("latency_p50_s"), j.get("latency_p90_s")

@@ -87,6 +87,9 @@ class DcStatus:
     latency_p90_s: float | None
     cache_hits: int
     cache_misses: int
+    #: Queries the log-file map found (the cache did not have them): with the hits,
+    #: every query found, which the hit ratio is over (docs/join.md, "Cache hits").
+    logs_found: int
     #: The DC's Spark application UI, when it answers there (pipeline.spark_ui_base_port)
     spark_ui: str | None = None
     #: app -> where its process runs, "<pid>@<host>" (its driver's Python side); apps
@@ -179,13 +182,13 @@ def collect(
     pages = scrape_apps(settings) if pages is None else pages
     dcs = {dc: _dc_status(settings, dc, now, previous, pages) for dc in settings.dcs}
     hits = sum(d.cache_hits for d in dcs.values())
-    misses = sum(d.cache_misses for d in dcs.values())
+    from_logs = sum(d.logs_found for d in dcs.values())
     if probe is None:
         with RegistryProbe(settings) as once:
             registry = once.status()
     else:
         registry = probe.status()
-    return Snapshot(now, dcs, registry, _cache_status(settings, hits, misses))
+    return Snapshot(now, dcs, registry, _cache_status(settings, hits, from_logs))
 
 
 def _dc_status(
@@ -222,6 +225,7 @@ def _dc_status(
         latency_p90_s=_rounded(joiner.quantile(latency, 0.9, dc=dc)),
         cache_hits=int(joiner.total("photon_cache_lookups_total", dc=dc, result="hit")),
         cache_misses=int(joiner.total("photon_cache_lookups_total", dc=dc, result="miss")),
+        logs_found=int(joiner.total("photon_logmap_lookups_total", dc=dc, result="found")),
         spark_ui=spark_ui(settings, dc),
         processes={
             app: f"{info.labels['pid']}@{info.labels['host']}"
@@ -336,8 +340,11 @@ class RegistryProbe:
         return status
 
 
-def _cache_status(settings: PhotonSettings, hits: int, misses: int) -> CacheStatus:
-    ratio = round(hits / (hits + misses), 3) if hits + misses else None
+def _cache_status(settings: PhotonSettings, hits: int, from_logs: int) -> CacheStatus:
+    """The hit ratio: of the queries found, the share the cache served. A lookup of a
+    query not read yet is in neither store, a miss of no store's making: its click
+    retries, and counting each retry a miss made the ratio say how early clicks come."""
+    ratio = round(hits / (hits + from_logs), 3) if hits + from_logs else None
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1)
     try:
         memory = client.info("memory")

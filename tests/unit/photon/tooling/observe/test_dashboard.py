@@ -34,6 +34,7 @@ def dc(name: str, joiner: str = "up", lag_s: float = 1.0) -> DcStatus:
         latency_p90_s=2.5,
         cache_hits=90,
         cache_misses=10,
+        logs_found=10,
     )
 
 
