@@ -263,6 +263,10 @@ class PipelineSettings(_Section):
     reader_wait_s: Annotated[float, Field(ge=0, le=60)] = 2.0
     #: A click another DC prefers waits this long before this DC joins it (0: off).
     affinity_grace_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
+    #: Join on arrival: clicks waiting for their query, first seen this recently, are
+    #: checked against the cache every batch and joined once it is there, not at their
+    #: next backoff (0: off). One MGET a batch of their queries (docs/join.md, step 9).
+    arrival_window_s: Annotated[float, Field(ge=0, le=3600)] = 120.0
     #: A click older than this by its id's time is never held (0: always held):
     #: its preferred DC had its chance; a DC back from an outage catches up without
     #: parking half its backlog in the retry store.

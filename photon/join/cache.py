@@ -69,9 +69,12 @@ class CacheEventStore:
             return 0
         return len(queries)
 
-    def find_many(self, query_ids: Iterable[EventId | str]) -> dict[str, bytes]:
+    def find_many(
+        self, query_ids: Iterable[EventId | str], *, count: bool = True
+    ) -> dict[str, bytes]:
         """The cached raw lines of the ids found; the rest are simply absent (an
-        :class:`~photon.join.eventstore.EventStore`)."""
+        :class:`~photon.join.eventstore.EventStore`). ``count=False``: a probe (which
+        waiting clicks' queries came), not a lookup of the join: not counted."""
         ids = list(dict.fromkeys(str(query_id) for query_id in query_ids))
         if not ids:
             return {}
@@ -83,8 +86,9 @@ class CacheEventStore:
                 self._failed("get", exc)
                 values = [None] * len(ids)
             found = {i: v for i, v in zip(ids, values, strict=True) if v is not None}
-        metrics.CACHE_LOOKUPS.labels(self.dc, "hit").inc(len(found))
-        metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(len(ids) - len(found))
+        if count:
+            metrics.CACHE_LOOKUPS.labels(self.dc, "hit").inc(len(found))
+            metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(len(ids) - len(found))
         return found
 
     def loss_signs(self) -> tuple[str, int, bool] | None:

@@ -91,6 +91,9 @@ class BatchReport:
     quarantined: int = 0
     duplicates_in_batch: int = 0
     retries_due: int = 0
+    #: Waiting clicks made due by this batch because their query was cached since
+    #: their last try (join on arrival: :meth:`Dispatcher._wake_arrived`).
+    woken: int = 0
     already_joined: int = 0
     too_old: int = 0
     from_cache: int = 0
@@ -200,6 +203,9 @@ class DispatchPolicy:
     query_window_us: int = 0
     join_groups: int = 1
     retry_pass_quiet_s: float = 0.0
+    #: Waiting clicks first seen this recently are checked against the cache every
+    #: batch and joined once their query is there (0: off; only their timers wake them).
+    arrival_window_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_retries_per_batch < 0:
@@ -214,6 +220,8 @@ class DispatchPolicy:
             raise ValueError(
                 f"retry_pass_quiet_s must not be negative, not {self.retry_pass_quiet_s}"
             )
+        if self.arrival_window_s < 0:
+            raise ValueError(f"arrival_window_s must not be negative, not {self.arrival_window_s}")
 
 
 class Dispatcher(GroupJoiner):
@@ -254,6 +262,7 @@ class Dispatcher(GroupJoiner):
         #: A retry pass runs only once no streaming batch has brought lines for this
         #: long, or the last one took as many retries as it may (see process_retries).
         self.retry_pass_quiet_us = int(dispatch.retry_pass_quiet_s * 1_000_000)
+        self.arrival_window_us = int(dispatch.arrival_window_s * 1_000_000)
         self._last_stream_batch: tuple[int, bool] | None = None  # (its clock, retries capped)
         self._lock = threading.Lock()
         self.totals = JoinerTotals()
@@ -301,7 +310,9 @@ class Dispatcher(GroupJoiner):
                 return self._process(unfinished[0], [], with_retries=True)
             if self._streaming():
                 return None
-            if not self.retries.due(self.clock(), 1, self._reader_progress_now()):
+            now = self.clock()
+            self._wake_arrived(now)  # a late query read while the stream is quiet
+            if not self.retries.due(now, 1, self._reader_progress_now()):
                 return None
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
             return self._process(batch, [], with_retries=True)
@@ -367,6 +378,9 @@ class Dispatcher(GroupJoiner):
         if lost_at is not None:
             self._skip_searches_of_intact_queries(clicks, lost_at, start.reader_progress_us)
         kept_back: list[JoinClick] = []
+        if with_retries and not start.replay:
+            # Before the due clicks are taken: a replay, at this clock, takes these too.
+            report.woken = self._wake_arrived(now)
         if with_retries:
             self._add_due_retries(clicks, now, start.reader_progress_us, lost_at, report)
             if not start.replay:
@@ -411,6 +425,34 @@ class Dispatcher(GroupJoiner):
             for n, group in enumerate(groups)
             if group
         ]
+
+    def _wake_arrived(self, now: int) -> int:
+        """Make due the waiting clicks whose query the cache has now; how many.
+
+        Join on arrival: a click whose query had not come at its last try waits for
+        its backoff (up to ``retry.max_backoff_s``), though the DC's reader caches
+        the query the moment it reads it. One ``MGET`` of the queries of the clicks
+        first seen within ``arrival_window_s`` (tried at least once, past their
+        affinity grace) finds those that came; they go to this batch's groups. A
+        query that comes later than the window after its click is found by the
+        click's timer, as before. Not while the cache is down (nothing to ask), and
+        not in a replay (:meth:`RetryStore.wake`: its first try's wake is in the
+        store already).
+        """
+        if not self.arrival_window_us or not self.cache.available:
+            return 0
+        waiting = self.retries.waiting_for_queries(
+            now,
+            now - self.arrival_window_us,
+            now - self.affinity_grace_us,
+            limit=self.max_retries_per_batch,
+        )
+        if not waiting:
+            return 0
+        cached = self.cache.find_many((query for _, query in waiting), count=False)
+        if not cached or not self.cache.available:
+            return 0
+        return self.retries.wake([click for click, query in waiting if query in cached], now)
 
     def _keep_back(
         self, clicks: list[JoinClick], report: BatchReport
@@ -532,6 +574,7 @@ class Dispatcher(GroupJoiner):
         deferred, expired = self.retries.defer(
             (c.line for c in not_found), now, may_expire=read_past.__contains__,
             wake_at_progress=wake,
+            query_ids={c.line.click_id: str(c.event.query_id) for c in not_found},
         )  # fmt: skip
         report.behind_reader = sum(
             1 for c in deferred if c.click_id not in read_past and self.retries.past_limits(c, now)

@@ -96,18 +96,24 @@ class RetryStore:
         self._db.executescript(_SCHEMA)
         # a store made before these columns existed
         self._add_columns("open_batches", ("now_us", "reader_progress_us", "shard_groups"))
-        self._add_columns("retries", ("wake_progress_us", "too_new_until_us"))
+        self._add_columns("retries", ("wake_progress_us", "too_new_until_us", "query_id TEXT"))
         self._db.execute(
             "CREATE INDEX IF NOT EXISTS retries_wake ON retries (wake_progress_us) "
             "WHERE wake_progress_us IS NOT NULL"
         )
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS retries_seen ON retries (first_seen_us) "
+            "WHERE query_id IS NOT NULL"
+        )
 
     def _add_columns(self, table: str, columns: Sequence[str]) -> None:
-        """Add each of ``columns`` (nullable integers) that ``table`` lacks."""
+        """Add each of ``columns`` (``name`` for a nullable integer, or ``name TYPE``)
+        that ``table`` lacks."""
         present = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
         for column in columns:
-            if column not in present:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER")
+            name, _, kind = column.partition(" ")
+            if name not in present:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind or 'INTEGER'}")
 
     def close(self) -> None:
         self._db.close()
@@ -124,6 +130,7 @@ class RetryStore:
         now_us: int,
         may_expire: Callable[[str], bool] = lambda click_id: True,
         wake_at_progress: Mapping[str, int] | None = None,
+        query_ids: Mapping[str, str] | None = None,
     ) -> tuple[list[PendingClick], list[PendingClick]]:
         """Schedule each click again; returns (deferred, expired).
 
@@ -137,8 +144,12 @@ class RetryStore:
         they are: the caller writes them out as unjoinable and only then
         removes them (:meth:`remove`), so a crash in between loses none. A click
         past the limits that may not expire yet is deferred like any other.
+
+        ``query_ids`` names the query each click waits for: such a click is woken
+        as soon as its query is cached (:meth:`waiting_for_queries`, :meth:`wake`).
         """
         wake = wake_at_progress or {}
+        queries = query_ids or {}
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
         with self._transaction():
@@ -157,10 +168,10 @@ class RetryStore:
                     continue
                 self._db.execute(
                     "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
-                    "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "due_us, wake_progress_us, query_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
                     "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us, "
-                    "too_new_until_us = NULL",
+                    "too_new_until_us = NULL, query_id = coalesce(excluded.query_id, query_id)",
                     (
                         click.click_id,
                         click.raw,
@@ -170,6 +181,7 @@ class RetryStore:
                         attempts,
                         now_us + self.backoff_us(click.click_id, attempts),
                         wake.get(click.click_id),
+                        queries.get(click.click_id),
                     ),
                 )
                 deferred.append(current)
@@ -267,6 +279,35 @@ class RetryStore:
             (now_us, reader_progress_us, limit),
         ).fetchall()
         return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
+
+    def waiting_for_queries(
+        self, now_us: int, seen_from_us: int, seen_until_us: int, limit: int
+    ) -> list[tuple[str, str]]:
+        """(click, query) of up to ``limit`` tried clicks not due at ``now_us``, first
+        seen from ``seen_from_us`` to ``seen_until_us``: those a batch may wake when
+        their query has been cached since (join on arrival). Not a click held without
+        a try (affinity) or as stamped too far ahead: their wait is not for a query."""
+        rows = self._db.execute(
+            "SELECT click_id, query_id FROM retries WHERE query_id IS NOT NULL "
+            "AND first_seen_us BETWEEN ? AND ? AND due_us > ? AND attempts >= 1 "
+            "AND too_new_until_us IS NULL ORDER BY first_seen_us DESC LIMIT ?",
+            (seen_from_us, seen_until_us, now_us, limit),
+        ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def wake(self, click_ids: Sequence[str], now_us: int) -> int:
+        """Make ``click_ids`` due at ``now_us`` (their query has come); how many were.
+
+        Written before the batch takes its due clicks, so a replay of that batch,
+        which takes the clicks due at its first try's clock, takes these as well."""
+        with self._transaction():
+            woken = 0
+            for click_id in click_ids:
+                woken += self._db.execute(
+                    "UPDATE retries SET due_us = ? WHERE click_id = ? AND due_us > ?",
+                    (now_us, click_id, now_us),
+                ).rowcount
+        return woken
 
     def remove(self, click_ids: Sequence[str]) -> None:
         with self._transaction():

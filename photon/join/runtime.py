@@ -203,6 +203,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             join_groups=max(1, settings.pipeline.join_groups),
             # Two triggers without lines: the stream is quiet, retry passes take over.
             retry_pass_quiet_s=2 * settings.pipeline.trigger_s,
+            arrival_window_s=settings.pipeline.arrival_window_s,
         )
         app.joiner = Dispatcher(
             parts,

@@ -115,6 +115,7 @@ def make_dc(
         reader_attempt: str | None = None,
         watch_clicks: bool = False,
         adapter: Adapter | None = None,
+        arrival_window_s: float = 0.0,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -167,7 +168,9 @@ def make_dc(
                 logmap_refresh_s=0.0,
             ),
             # the registry has 4 shards: groups of 2, 1 and 1
-            DispatchPolicy(query_window_us=W_US, join_groups=join_groups),
+            DispatchPolicy(
+                query_window_us=W_US, join_groups=join_groups, arrival_window_s=arrival_window_s
+            ),
             reader_progress=lambda: read_progress(progress_dir),
             cache_lost_at=cache_lost_at(CacheLossWatch(cache), progress_dir),
             clock=clock,

@@ -381,6 +381,88 @@ def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
     assert joined == late_clicks
 
 
+def _late_query_line(root: Path, query_id: str) -> bytes:
+    """A query line of DC a's logs, made the line of ``query_id`` (a query that comes late)."""
+    template = next(
+        line
+        for line in batches(root / "a" / "queries", 1 << 20)[0]
+        if not isinstance(
+            decode_line(Stream.QUERIES, line.file, line.offset, line.raw), QuarantineRecord
+        )
+    )
+    return re.sub(rb'"query_id":"[^"]+"', f'"query_id":"{query_id}"'.encode(), template.raw)
+
+
+@pytest.mark.parametrize("arrival_window_s", [600.0, 0.0])
+def test_a_click_is_joined_as_soon_as_its_late_query_is_cached_not_at_its_next_backoff(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], arrival_window_s: float
+) -> None:
+    """Join on arrival: the click waits for its backoff, but its query is cached a
+    tenth of a second after its try; the next pass wakes and joins it, and only it
+    (the other waiting clicks' queries never come). Off (0), its timer decides."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock, arrival_window_s=arrival_window_s)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{0:012d}", clicks)
+    waiting = len(manifest.never_joinable)
+    assert first.deferred == waiting and a.retries.pending() == waiting
+    late_query = sorted(manifest.never_joinable.values())[0]
+    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    # The reader reads the late query: it caches it (what it does with any query line).
+    a.joiner.cache.put_many({late_query: _late_query_line(root, late_query)})
+    clock.now_us += S // 10  # within the first backoff (1 s, ± 10%)
+    report = a.joiner.process_retries()
+    if not arrival_window_s:
+        assert report is None  # nothing due: the timer wakes it, a second after its try
+        return
+    assert report is not None
+    assert report.woken == report.retries_due == report.joined == len(late_clicks)
+    joined = sorted(r["click_id"] for r in rows(store, "joined/") if r["click_id"] in late_clicks)
+    assert joined == late_clicks
+    assert a.retries.pending() == waiting - len(late_clicks)
+    assert a.joiner.process_retries() is None  # the others still wait for their timers
+
+
+def test_a_batch_that_woke_clicks_and_crashed_takes_them_again_in_its_replay(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    registry: IdRegistry,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wake is written before the batch takes its due clicks: a replay at the first
+    try's clock takes the same clicks, so what the crashed try registered is written."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock, arrival_window_s=600.0)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    a.joiner.process(f"{0:012d}", clicks)
+    late_query = sorted(manifest.never_joinable.values())[0]
+    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    a.joiner.cache.put_many({late_query: _late_query_line(root, late_query)})
+    clock.now_us += S // 10
+    monkeypatch.setattr(a.joiner.output, "joined", crashing("killed before the write"))
+    with pytest.raises(SystemExit):
+        a.joiner.process(f"{1:012d}", [])  # a batch of no new line wakes and takes them
+    monkeypatch.undo()
+    token = "a/run1/000000000001"
+    assert {registry.read_token(c) for c in late_clicks} == {token}  # registered, unwritten
+
+    restarted = make_dc("a", root, clock, arrival_window_s=600.0)
+    clock.now_us += 5 * S  # later: the replay decides at its first try's clock all the same
+    replay = restarted.joiner.process(f"{1:012d}", [])
+    assert replay.replay and replay.woken == 0 and replay.joined == len(late_clicks)
+    joined = Counter(r["click_id"] for r in rows(store, "joined/") if r["click_id"] in late_clicks)
+    assert sorted(joined) == late_clicks and set(joined.values()) == {1}
+
+
 def test_retry_passes_wait_while_streaming_batches_take_the_due_retries(
     make_dc: MakeDc, logs: tuple[Path, Manifest]
 ) -> None:
