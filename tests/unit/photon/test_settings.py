@@ -103,6 +103,8 @@ def test_a_config_file_is_a_layer_below_the_environment(
         ({"PHOTON_PIPELINE__JOIN_GROUPS": "-1"}, "pipeline.join_groups"),
         ({"PHOTON_PIPELINE__JOIN_GROUPS": "5000"}, "pipeline.join_groups"),
         ({"PHOTON_PIPELINE__JOIN_ON_EXECUTORS": "perhaps"}, "pipeline.join_on_executors"),
+        ({"PHOTON_PIPELINE__ARRIVAL_WINDOW_S": "-1"}, "pipeline.arrival_window_s"),
+        ({"PHOTON_PIPELINE__ARRIVAL_WINDOW_S": "7200"}, "pipeline.arrival_window_s"),
         ({"PHOTON_NO_SUCH_THING": "1"}, "PHOTON_NO_SUCH_THING"),
         ({"PHOTON_STACK__REDIS_PORTT": "1"}, "PHOTON_STACK__REDIS_PORTT"),
     ],

@@ -35,6 +35,7 @@ def test_a_negative_join_policy_time_is_refused(field: str) -> None:
         ({"query_window_us": -1}, "query_window_us must not be negative"),
         ({"retry_pass_quiet_s": -0.5}, "retry_pass_quiet_s must not be negative"),
         ({"max_retries_per_batch": -1}, "max_retries_per_batch must not be negative"),
+        ({"arrival_window_s": -1.0}, "arrival_window_s must not be negative"),
     ],
 )
 def test_a_dispatch_policy_out_of_range_is_refused(options: dict[str, Any], message: str) -> None:

@@ -183,3 +183,54 @@ def test_a_click_held_as_too_new_waits_without_a_try_and_no_run_waits_for_it(
     store.hold([click(2)], now_us=3_700 * S, until_us=3_800 * S, too_new=True)
     store.defer([click(2)], now_us=3_800 * S)  # tried once in range: an ordinary click
     assert store.too_new(0) == 0 and store.settleable(0) == 2
+
+
+def test_tried_clicks_waiting_for_their_query_are_listed_for_a_wake_within_the_window(
+    store: RetryStore,
+) -> None:
+    queries = {click(n).click_id: f"q{n}" for n in (1, 2, 3, 4)}
+    store.defer([click(1)], now_us=100 * S, query_ids=queries)  # first seen at 100 s
+    store.defer([click(1)], now_us=129 * S)  # tried again: due at 131 s, its query kept
+    store.defer([click(2)], now_us=130 * S, query_ids=queries)  # first seen at 130 s
+    store.defer([click(3)], now_us=130 * S)  # deferred without its query's id
+    store.hold([click(4)], now_us=130 * S, until_us=133 * S)  # affinity: no try yet
+    store.hold([click(5)], now_us=130 * S, until_us=900 * S, too_new=True)
+    listed = store.waiting_for_queries(130 * S, 90 * S, 130 * S, limit=10)
+    assert sorted(listed) == [(click(1).click_id, "q1"), (click(2).click_id, "q2")]
+    # the window: first seen from 120 s only; the newest first within the limit
+    assert store.waiting_for_queries(130 * S, 120 * S, 130 * S, 10) == [(click(2).click_id, "q2")]
+    assert store.waiting_for_queries(130 * S, 90 * S, 130 * S, 1) == [(click(2).click_id, "q2")]
+    # a click due already is not waiting: its try comes anyway
+    assert store.waiting_for_queries(131 * S, 130 * S, 131 * S, 10) == []
+
+
+def test_a_woken_click_is_due_at_once_and_keeps_its_tries_and_its_query(store: RetryStore) -> None:
+    store.defer([click(1), click(2)], now_us=100 * S, query_ids={click(1).click_id: "q1"})
+    assert store.due(100 * S + S // 2, 10) == []  # both on their 1 s timer
+    assert store.wake([click(1).click_id, "no-such-click"], now_us=100 * S + S // 2) == 1
+    [due] = store.due(100 * S + S // 2, 10)
+    assert due.click_id == click(1).click_id and due.attempts == 1
+    assert store.wake([click(1).click_id], now_us=100 * S + S // 2) == 0  # due already
+    store.defer([click(1)], now_us=101 * S)  # tried again, not found: its query id stays
+    assert store.waiting_for_queries(101 * S, 0, 101 * S, 10) == [(click(1).click_id, "q1")]
+
+
+def test_a_store_made_before_clicks_kept_their_query_id_still_opens(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE retries (click_id TEXT PRIMARY KEY, raw BLOB NOT NULL, file TEXT NOT NULL,"
+        " offset INTEGER NOT NULL, first_seen_us INTEGER NOT NULL, attempts INTEGER NOT NULL,"
+        " due_us INTEGER NOT NULL, wake_progress_us INTEGER, too_new_until_us INTEGER)"
+    )
+    db.execute(
+        "INSERT INTO retries VALUES (?, x'7b7d', 'c.log', 0, 0, 1, 5, NULL, NULL)",
+        (click(1).click_id,),
+    )
+    db.commit()
+    db.close()
+    store = RetryStore(path, POLICY)
+    assert store.waiting_for_queries(0, 0, 10, 10) == []  # no query id: its timer wakes it
+    assert [c.click_id for c in store.due(5, 10)] == [click(1).click_id]
