@@ -311,11 +311,11 @@ class Dispatcher(GroupJoiner):
             if self._streaming():
                 return None
             now = self.clock()
-            self._wake_arrived(now)  # a late query read while the stream is quiet
+            woken = self._wake_arrived(now)  # a late query read while the stream is quiet
             if not self.retries.due(now, 1, self._reader_progress_now()):
                 return None
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
-            return self._process(batch, [], with_retries=True)
+            return self._process(batch, [], with_retries=True, woken=woken)
 
     def _streaming(self) -> bool:
         """Whether streaming batches bring lines and take the due retries themselves."""
@@ -353,7 +353,9 @@ class Dispatcher(GroupJoiner):
         *,
         with_retries: bool,
         truncations: Sequence[QuarantineRecord] = (),
+        woken: int = 0,
     ) -> BatchReport:
+        """``woken``: clicks the caller made due just before (a retry pass's look)."""
         started = time.perf_counter()
         start = self.retries.begin_batch(
             batch, self.clock(), self._reader_progress_now(), self.join_groups
@@ -380,7 +382,7 @@ class Dispatcher(GroupJoiner):
         kept_back: list[JoinClick] = []
         if with_retries and not start.replay:
             # Before the due clicks are taken: a replay, at this clock, takes these too.
-            report.woken = self._wake_arrived(now)
+            report.woken = woken + self._wake_arrived(now)
         if with_retries:
             self._add_due_retries(clicks, now, start.reader_progress_us, lost_at, report)
             if not start.replay:
