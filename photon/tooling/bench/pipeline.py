@@ -297,8 +297,10 @@ def run_phase(
             if writer is not None:
                 writer.join()
             figures.apps = [summary for c in children for summary in app_summaries(c)]
-            window = (figures.started_us / 1e6, figures.started_us / 1e6 + figures.seconds)
-            busy = cores_busy(sampler.samples, [window])
+            # The sampler ran while the apps did, launch to idle: its first and last samples.
+            samples = sampler.samples
+            busy = cores_busy(samples, [(samples[0].at, samples[-1].at)]) if samples else None
+            run_s = samples[-1].at - samples[0].at if samples else 0.0
             available_us = available_at(gen_config[0]) if gen_config else {}
             for key, seen_us in watcher.first_seen_us.items():
                 data = store.get(key)
@@ -317,9 +319,8 @@ def run_phase(
                     ]
                 figures.latencies_s += click_latencies(rows, seen_us, figures.start_shift_us)
             if busy is not None:
-                figures.cpu_s_per_1000_joined = _round(
-                    per_thousand(busy.app * figures.seconds, figures.joined)
-                )
+                app_cpu_s = busy.app * run_s
+                figures.cpu_s_per_1000_joined = _round(per_thousand(app_cpu_s, figures.joined))
         finally:
             clean_up(settings, store)
     return figures
