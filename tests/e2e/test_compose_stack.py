@@ -41,8 +41,9 @@ LONG_RUNNING = {
     "airflow-triggerer", "zk-exporter", "redis-exporter", "prometheus",
 }  # fmt: skip
 JOBS = {"minio-init", "airflow-init"}
-#: A 100 s stream: long enough to kill a worker and the leader while both DCs join.
-QUERIES, RATE = 4_000, 40.0
+#: An 80 s stream: long enough to kill a worker and the leader while both DCs join
+#: (both faults land within ~50 s of the first joins), with over 1,000 joinable clicks.
+QUERIES, RATE = 4_000, 50.0
 DAGS = {"photon_verify", "photon_recover", "photon_gc_boundary", "photon_reshard"}
 DAGS |= {"photon_logmap_compaction"}
 #: The host ports the stack publishes (Grafana's profile off), all on loopback.
