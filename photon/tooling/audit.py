@@ -58,3 +58,11 @@ def audit(store: ObjectStore, manifest: Manifest) -> Audit:
         result.quarantined_by_dc[dc] = len(rows_under(store, output_prefix("quarantine", dc)))
         result.malformed_by_dc[dc] = len(dc_manifest.malformed)
     return result
+
+
+def first_joined_at_us(store: ObjectStore) -> int | None:
+    """When the first joined click of the output was joined (its batch's start,
+    ``joined_at_us``); None when nothing was joined."""
+    return min(
+        (int(r["joined_at_us"]) for r in rows_under(store, output_prefix("joined"))), default=None
+    )

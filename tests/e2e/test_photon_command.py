@@ -98,5 +98,12 @@ def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
     # Every never-joinable click written out as unjoinable, in each DC, and no other.
     never = figures["never joinable (manifest)"]
     assert figures["unjoinable in DC a"] == figures["unjoinable in DC b"] == never
+    # Its start-up, as a user sees it: a time after launch (how long is the benchmarks').
+    started = re.search(r"first joined click: (\d+\.\d) s after launch", result.stdout)
+    assert started is not None and float(started.group(1)) > 0
+    # The cache hit ratio is of the queries found: every DC's is a share, not "0%" when
+    # clicks wait for queries not read yet (docs/join.md, "Cache hits").
+    ratios = [int(r) for r in re.findall(r"cache hits (\d+)%", result.stdout)]
+    assert len(ratios) == 2 and all(0 < r <= 100 for r in ratios)
     assert "stopped: zk1, zk2, zk3, redis, s3" in result.stdout
     assert not (tmp_path / "state" / "stack.json").exists()
