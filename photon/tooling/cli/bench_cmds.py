@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -79,6 +81,12 @@ def bench_pipeline(
             callback=lambda v: _rates(v),
         ),
     ] = "2000,4000",
+    scaling_only: Annotated[
+        bool,
+        typer.Option(
+            help="Only the scaling phase (the joiner alone at 1 and 2 cores): a few minutes."
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Both DC pipelines: the joiner's 1->2 core speed-up against the machine's ceiling,
@@ -86,14 +94,23 @@ def bench_pipeline(
     from availability), the knee (highest rate with p90 <= 5 s), cache, waste."""
     settings_of(ctx)  # validates the settings; each phase sets its own roots and bucket
     with working("benchmarking the pipelines...") as status:
-        data = pipeline_bench.run(
-            burst_queries=queries,
-            click_rate=click_rate,
-            live_seconds=live_seconds,
-            scaling_queries=scaling_queries,
-            knee_rates=[float(r) for r in knee_rates.split(",")],
-            on_step=lambda text: status.update(f"benchmarking the pipelines: {text}"),
-        )
+
+        def step(text: str) -> None:
+            status.update(f"benchmarking the pipelines: {text}")
+
+        if scaling_only:
+            with tempfile.TemporaryDirectory(prefix="photon-bench-") as tmp:
+                scaling = pipeline_bench.run_scaling(Path(tmp), scaling_queries, step)
+            data = {"scaling": scaling, "targets": pipeline_bench.scaling_targets(scaling)}
+        else:
+            data = pipeline_bench.run(
+                burst_queries=queries,
+                click_rate=click_rate,
+                live_seconds=live_seconds,
+                scaling_queries=scaling_queries,
+                knee_rates=[float(r) for r in knee_rates.split(",")],
+                on_step=step,
+            )
     if json_out:
         print_json(data)
         return
@@ -120,6 +137,9 @@ def bench_pipeline(
     amdahl = scaling["amdahl_speed_up"] or {}
     row("Amdahl: speed-up at 4 / 8 / 32 cores",
         " / ".join(str(amdahl[n]) for n in ("4", "8", "32")) if amdahl else None)  # fmt: skip
+    if scaling_only:
+        out.print(table)
+        return
     throughput = data["throughput"]
     row("burst: joined clicks/s of batch time", throughput["joined_per_batch_s"])
     row("burst: CPU-s per 1,000 joined (every app)", throughput["cpu_s_per_1000_joined"])
