@@ -15,12 +15,10 @@ For each: ``seconds`` from launching the apps to the last joined output
 (Photon: the last joined object's first listing; native: the newest parquet
 file), so both count their Spark start-up; ``input_events_per_s``, every line
 of both DCs' logs over those seconds; ``start_up_s``, from the launch to the
-first joined output; ``marginal_input_events_per_s``, every line over the
-time after that first output — the rate once running, as if start-up were
-free. It counts every line as read after the first output, so it is an upper
-bound, and it means nothing when the output came at once (Spark's
-``availableNow`` may join a whole backlog in one batch): with fewer than
-:data:`MIN_OUTPUT_TIMES` distinct output times it is None, not a figure;
+first joined output, and ``after_first_output_s``, from there to the last.
+No rate "after the first output": both systems join a backlog in one or two
+batches once started, so the output comes within a second and such a rate
+(328,640 events/s, once) would say nothing but how short that second was;
 ``completeness``, the share of the workload's joinable clicks in the union of
 the DCs' output;
 ``duplicates_across_dcs``, click ids written more than once; ``unexpected``,
@@ -61,17 +59,12 @@ StepCallback = Callable[[str], None]
 NATIVE_WATERMARK_S = 600
 
 
-#: Output seen at fewer distinct times than this (a tenth of a second apart) came
-#: in too few batches for a rate after the first one to mean anything.
-MIN_OUTPUT_TIMES = 3
-
-
 @dataclass
 class SystemFigures:
     seconds: float
     input_events_per_s: float
     start_up_s: float | None
-    marginal_input_events_per_s: float | None
+    after_first_output_s: float | None
     joined_distinct: int
     completeness: float
     duplicates_across_dcs: int
@@ -85,17 +78,11 @@ def _figures(
     expected = manifest.expected_joins
     lines = input_lines(manifest)
     start_up = min(output_s) if output_s else None
-    times = {round(t, 1) for t in output_s or []}
-    marginal = (
-        round(lines / (seconds - start_up))
-        if start_up is not None and len(times) >= MIN_OUTPUT_TIMES and seconds > start_up
-        else None
-    )
     return SystemFigures(
         seconds=round(seconds, 1),
         input_events_per_s=round(lines / seconds) if seconds > 0 else 0,
         start_up_s=round(start_up, 1) if start_up is not None else None,
-        marginal_input_events_per_s=marginal,
+        after_first_output_s=round(seconds - start_up, 1) if start_up is not None else None,
         joined_distinct=len(ids),
         completeness=round(sum(1 for c in expected if c in ids) / len(expected), 4)
         if expected

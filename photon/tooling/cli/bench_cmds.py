@@ -198,7 +198,7 @@ def bench_compare(
         ("input_events_per_s", "input events/s (launch to last output)"),
         ("seconds", "seconds"),
         ("start_up_s", "start-up: launch to first output, s"),
-        ("marginal_input_events_per_s", "input events/s after the first output"),
+        ("after_first_output_s", "first to last output, s"),
         ("completeness", "joinable clicks joined"),
         ("duplicates_across_dcs", "duplicates across DCs"),
         ("unexpected", "joins of unjoinable clicks"),

@@ -34,20 +34,13 @@ def test_figures_score_completeness_duplicates_across_dcs_and_unexpected_joins()
     assert figures.completeness == 0.55  # 11 of the 20 joinable
     assert figures.duplicates_across_dcs == 10
     assert figures.unexpected == 1 and figures.joined_distinct == 12
-    assert figures.start_up_s is None and figures.marginal_input_events_per_s is None
+    assert figures.start_up_s is None and figures.after_first_output_s is None
 
 
-def test_start_up_is_launch_to_first_output_and_the_marginal_rate_what_came_after() -> None:
-    figures = compare._figures(6.0, Counter(), manifest(), output_s=[2.0, 3.1, 4.5, 6.0])
-    assert figures.start_up_s == 2.0
-    assert figures.marginal_input_events_per_s == 50  # 200 lines in the 4 s after it
-
-
-def test_output_that_came_at_once_has_no_marginal_rate() -> None:
-    # One batch joined the whole backlog: a rate "after the first output" measures nothing.
-    figures = compare._figures(6.0, Counter(), manifest(), output_s=[5.98, 6.0, 6.0])
-    assert figures.start_up_s == 6.0
-    assert figures.marginal_input_events_per_s is None
+def test_start_up_is_launch_to_first_output_and_the_rest_what_came_after() -> None:
+    figures = compare._figures(6.0, Counter(), manifest(), output_s=[5.2, 5.9, 6.0])
+    assert figures.start_up_s == 5.2
+    assert figures.after_first_output_s == 0.8  # no rate of so short a stretch: times only
 
 
 def test_a_median_over_runs_is_none_when_a_run_had_no_such_figure() -> None:
