@@ -349,13 +349,7 @@ def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock)
-    read_every_query(a, root)
-    clock.now_us += FILE_IDLE_US
-    a.reader.publish_progress()
-    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
-    a.joiner.process(f"{0:012d}", clicks)
-    late_query = sorted(manifest.never_joinable.values())[0]
-    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
     lost = len(manifest.never_joinable)
     for n in range(1, 5):  # tries 1 and 4 search the logs; tries 2 and 3 are the driver's
         clock.now_us += 5 * S
@@ -363,15 +357,7 @@ def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
         report = a.joiner.process_retries()
         assert report is not None and report.kept_back == (lost if n in (2, 3) else 0)
     # The late query comes before try 5: the reader caches it (a query line like any other).
-    template = next(
-        line
-        for line in batches(root / "a" / "queries", 1 << 20)[0]
-        if not isinstance(
-            decode_line(Stream.QUERIES, line.file, line.offset, line.raw), QuarantineRecord
-        )
-    )
-    raw = re.sub(rb'"query_id":"[^"]+"', f'"query_id":"{late_query}"'.encode(), template.raw)
-    a.joiner.cache.put_many({late_query: raw})
+    a.joiner.cache.put_many({late_query: _late_query_line(root, late_query)})
     clock.now_us += 5 * S
     a.reader.publish_progress()
     report = a.joiner.process_retries()
@@ -393,6 +379,20 @@ def _late_query_line(root: Path, query_id: str) -> bytes:
     return re.sub(rb'"query_id":"[^"]+"', f'"query_id":"{query_id}"'.encode(), template.raw)
 
 
+def _every_click_tried_once(
+    a: DcParts, root: Path, manifest: Manifest, clock: Clock
+) -> tuple[str, list[str]]:
+    """DC a's reader reads every query, then its joiner tries every click in batch 0:
+    the never-joinable clicks wait. One of their queries, to come late, and its clicks."""
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    a.joiner.process(f"{0:012d}", clicks)
+    late_query = sorted(manifest.never_joinable.values())[0]
+    return late_query, sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+
+
 @pytest.mark.parametrize("arrival_window_s", [600.0, 0.0])
 def test_a_click_is_joined_as_soon_as_its_late_query_is_cached_not_at_its_next_backoff(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], arrival_window_s: float
@@ -403,15 +403,9 @@ def test_a_click_is_joined_as_soon_as_its_late_query_is_cached_not_at_its_next_b
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock, arrival_window_s=arrival_window_s)
-    read_every_query(a, root)
-    clock.now_us += FILE_IDLE_US
-    a.reader.publish_progress()
-    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
-    first = a.joiner.process(f"{0:012d}", clicks)
+    late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
     waiting = len(manifest.never_joinable)
-    assert first.deferred == waiting and a.retries.pending() == waiting
-    late_query = sorted(manifest.never_joinable.values())[0]
-    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    assert a.retries.pending() == waiting
     # The reader reads the late query: it caches it (what it does with any query line).
     a.joiner.cache.put_many({late_query: _late_query_line(root, late_query)})
     clock.now_us += S // 10  # within the first backoff (1 s, ± 10%)
@@ -439,13 +433,7 @@ def test_a_batch_that_woke_clicks_and_crashed_takes_them_again_in_its_replay(
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock, arrival_window_s=600.0)
-    read_every_query(a, root)
-    clock.now_us += FILE_IDLE_US
-    a.reader.publish_progress()
-    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
-    a.joiner.process(f"{0:012d}", clicks)
-    late_query = sorted(manifest.never_joinable.values())[0]
-    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
     a.joiner.cache.put_many({late_query: _late_query_line(root, late_query)})
     clock.now_us += S // 10
     monkeypatch.setattr(a.joiner.output, "joined", crashing("killed before the write"))

@@ -150,20 +150,29 @@ def test_a_held_click_is_not_woken_by_the_reader_before_its_grace_ends(store: Re
     assert len(store.due(110 * S, 10, reader_progress_us=60 * S)) == 1
 
 
-def test_a_store_made_before_clicks_waited_for_the_reader_still_opens(tmp_path: Path) -> None:
+def _old_store(path: Path, columns: str = "") -> RetryStore:
+    """A retry store made by an earlier version: the first columns (and ``columns``),
+    one click pending (tried once, due at 5)."""
     import sqlite3
 
-    path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
     db.execute(
         "CREATE TABLE retries (click_id TEXT PRIMARY KEY, raw BLOB NOT NULL, file TEXT NOT NULL,"
         " offset INTEGER NOT NULL, first_seen_us INTEGER NOT NULL, attempts INTEGER NOT NULL,"
-        " due_us INTEGER NOT NULL)"
+        f" due_us INTEGER NOT NULL{columns})"
     )
-    db.execute("INSERT INTO retries VALUES (?, x'7b7d', 'c.log', 0, 0, 1, 5)", (click(1).click_id,))
+    db.execute(
+        "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, due_us)"
+        " VALUES (?, x'7b7d', 'c.log', 0, 0, 1, 5)",
+        (click(1).click_id,),
+    )
     db.commit()
     db.close()
-    store = RetryStore(path, POLICY)
+    return RetryStore(path, POLICY)
+
+
+def test_a_store_made_before_clicks_waited_for_the_reader_still_opens(tmp_path: Path) -> None:
+    store = _old_store(tmp_path / "old.sqlite")
     assert [c.click_id for c in store.due(5, 10)] == [click(1).click_id]  # kept, on its timer
     store.defer([click(2)], now_us=0, wake_at_progress={click(2).click_id: 9})
     assert [c.click_id for c in store.due(0, 10, reader_progress_us=9)] == [click(2).click_id]
@@ -216,21 +225,8 @@ def test_a_woken_click_is_due_at_once_and_keeps_its_tries_and_its_query(store: R
 
 
 def test_a_store_made_before_clicks_kept_their_query_id_still_opens(tmp_path: Path) -> None:
-    import sqlite3
-
-    path = tmp_path / "old.sqlite"
-    db = sqlite3.connect(path)
-    db.execute(
-        "CREATE TABLE retries (click_id TEXT PRIMARY KEY, raw BLOB NOT NULL, file TEXT NOT NULL,"
-        " offset INTEGER NOT NULL, first_seen_us INTEGER NOT NULL, attempts INTEGER NOT NULL,"
-        " due_us INTEGER NOT NULL, wake_progress_us INTEGER, too_new_until_us INTEGER)"
+    store = _old_store(
+        tmp_path / "old.sqlite", ", wake_progress_us INTEGER, too_new_until_us INTEGER"
     )
-    db.execute(
-        "INSERT INTO retries VALUES (?, x'7b7d', 'c.log', 0, 0, 1, 5, NULL, NULL)",
-        (click(1).click_id,),
-    )
-    db.commit()
-    db.close()
-    store = RetryStore(path, POLICY)
     assert store.waiting_for_queries(0, 0, 10, 10) == []  # no query id: its timer wakes it
     assert [c.click_id for c in store.due(5, 10)] == [click(1).click_id]
