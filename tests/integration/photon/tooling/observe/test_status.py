@@ -30,7 +30,9 @@ def test_a_cache_that_does_not_answer_is_named_as_redis(stack_environment: dict[
     settings = settings_from_env(
         {**stack_environment, "PHOTON_REDIS__URL": f"redis://user:secret@127.0.0.1:{port}/0"}
     )
-    status = _cache_status(settings, hits=0, misses=0)
+    status = _cache_status(settings, hits=0, from_logs=0)
     assert status.error is not None
     assert status.error.startswith(f"Redis at 127.0.0.1:{port}/0: ")
     assert "secret" not in status.error
+    # The ratio is of the queries found, the cache's share: said even with Redis down.
+    assert _cache_status(settings, hits=90, from_logs=10).hit_ratio == 0.9
