@@ -84,7 +84,8 @@ def test_a_bad_setting_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
 
 def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
     """The README's `make demo`: the default demo (3,000 queries), on private ports."""
-    env = stack_env(tmp_path)
+    # Wide enough that no table cell wraps (a joiner's row holds its cache hit ratio).
+    env = stack_env(tmp_path) | {"COLUMNS": "200"}
     result = run(env, "demo", timeout_s=900)
     for step in ("local stack up", "pipelines join them", "audit", "stack status", "stack down"):
         assert step in result.stdout
