@@ -353,9 +353,10 @@ class Dispatcher(GroupJoiner):
         *,
         with_retries: bool,
         truncations: Sequence[QuarantineRecord] = (),
-        woken: int = 0,
+        woken: int | None = None,
     ) -> BatchReport:
-        """``woken``: clicks the caller made due just before (a retry pass's look)."""
+        """``woken``: clicks the caller made due just before (a retry pass's look, made
+        at almost this clock: not made again); None: this batch looks itself."""
         started = time.perf_counter()
         start = self.retries.begin_batch(
             batch, self.clock(), self._reader_progress_now(), self.join_groups
@@ -382,7 +383,7 @@ class Dispatcher(GroupJoiner):
         kept_back: list[JoinClick] = []
         if with_retries and not start.replay:
             # Before the due clicks are taken: a replay, at this clock, takes these too.
-            report.woken = woken + self._wake_arrived(now)
+            report.woken = self._wake_arrived(now) if woken is None else woken
         if with_retries:
             self._add_due_retries(clicks, now, start.reader_progress_us, lost_at, report)
             if not start.replay:
