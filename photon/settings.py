@@ -293,6 +293,10 @@ class PipelineSettings(_Section):
     #: Join the groups in Spark tasks on the executors (false: one after another in
     #: the driver's thread, as a joiner without Spark does).
     join_on_executors: bool = True
+    #: With the groups on executors: a batch's groups run while the driver reads and
+    #: plans the next one (false: each batch settled before Spark plans the next;
+    #: docs/join.md, "Batches that overlap").
+    overlap_batches: bool = True
     #: ``photon run`` runs a DC's query reader and joiner as two streaming queries of one
     #: Spark application (one driver JVM a DC); off: each its own application
     #: (docs/join.md, "The apps").

@@ -65,6 +65,8 @@ class AppStream:
     """One app's stream: its parts, its batch handler and what it reports at the end.
 
     ``prepare`` gets the Spark session before the stream starts (the joiner's tasks);
+    ``drain`` runs once the stream has stopped, while the session still runs (the
+    joiner's batch in flight is settled);
     ``stops_with`` names the stream whose end also ends this one (a query reader
     follows its DC's joiner in a run until idle).
     """
@@ -77,6 +79,7 @@ class AppStream:
     idle: Callable[[], Any] | None = None
     settled: Callable[[], bool] = lambda: True
     prepare: Callable[[SparkSession], Any] | None = None
+    drain: Callable[[], Any] | None = None
     stops_with: str | None = None
     stop: streaming.Stop = field(default_factory=streaming.Stop)
 
@@ -173,6 +176,8 @@ def _stream_thread(
             query_name=f"{stream.app}-{stream.parts.dc}",
             watch=lag_gauges(stream.app, stream.parts),
         )
+        if stream.drain is not None:
+            stream.drain()
     except BaseException as exc:
         log.error("app.stream_failed", app=stream.app, dc=stream.parts.dc, error=str(exc)[:500])
         errors.append(exc)

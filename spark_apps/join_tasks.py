@@ -27,13 +27,14 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NoReturn
 
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from photon.faults import FaultInjector
-from photon.join.dispatcher import GroupRunner
+from photon.join.dispatcher import GroupRunner, GroupSubmitter
 from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
 from photon.join.runtime import build_group_joiner
 from photon.settings import PhotonSettings
@@ -108,6 +109,23 @@ def spark_group_runner(
         return outcomes
 
     return run
+
+
+def spark_group_submitter(
+    spark: SparkSession, settings: PhotonSettings, dc: str, attempt: str
+) -> GroupSubmitter:
+    """Start a batch's groups as one Spark job from a thread of its own and return at
+    once: the driver reads and plans the next batch meanwhile (docs/join.md,
+    "Batches that overlap"). One job at a time: the dispatcher settles a batch
+    before it submits the next."""
+    run = spark_group_runner(spark, settings, dc, attempt)
+    jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"join-groups-{dc}")
+    atexit.register(jobs.shutdown, wait=False, cancel_futures=True)
+
+    def submit(works: list[GroupWork]) -> Future[list[GroupOutcome]]:
+        return jobs.submit(run, works)
+
+    return submit
 
 
 def default_groups(spark: SparkSession) -> int:

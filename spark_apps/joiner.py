@@ -26,7 +26,8 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
-from spark_apps.join_tasks import default_groups, spark_group_runner
+from spark_apps.join_tasks import default_groups, spark_group_runner, spark_group_submitter
+from spark_apps.streaming import committed_batch_lines
 
 
 def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | None) -> AppStream:
@@ -36,8 +37,13 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
 
     def on_executors(spark: SparkSession) -> None:
         joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
+        joiner.committed_batch_lines = committed_batch_lines(
+            app.logs_dir.resolve(), app.checkpoint.resolve()
+        )
         if settings.pipeline.join_on_executors:
             joiner.run_groups = spark_group_runner(spark, settings, app.dc, app.attempt)
+            if settings.pipeline.overlap_batches:
+                joiner.submit_groups = spark_group_submitter(spark, settings, app.dc, app.attempt)
 
     return AppStream(
         JOINER,
@@ -52,8 +58,9 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         },
         until_idle_s=until_idle,
         idle=joiner.process_retries,
-        settled=lambda: retries.settleable(joiner.clock()) == 0,
+        settled=lambda: joiner.in_flight is None and retries.settleable(joiner.clock()) == 0,
         prepare=on_executors,
+        drain=joiner.finish_in_flight,
     )
 
 

@@ -166,6 +166,28 @@ def _batch_table(options: StreamOptions, df: DataFrame, batch_id: int) -> pa.Tab
     return read_batch(options.directory, *offsets)
 
 
+def committed_batch_lines(
+    directory: Path, checkpoint: Path
+) -> Callable[[str], tuple[list[LogLine], list[QuarantineRecord]] | None]:
+    """A committed batch's lines, read again over the range Spark's offset log gives it:
+    for the replay of a batch Spark committed while its groups still ran, and that a
+    crash left open (docs/join.md, "Batches that overlap"). None for a batch Spark has
+    not committed (Spark replays it itself) or whose range its logs no longer hold."""
+
+    def lines_of(batch: str) -> tuple[list[LogLine], list[QuarantineRecord]] | None:
+        if not batch.isdigit():
+            return None
+        batch_id = int(batch)
+        if not (checkpoint / "commits" / str(batch_id)).is_file():
+            return None
+        offsets = batch_offsets(checkpoint, batch_id)
+        if offsets is None:
+            return None
+        return to_lines(read_batch(directory, *offsets))
+
+    return lines_of
+
+
 def await_directory(directory: Path, stop: Stop, poll_s: float = 1.0) -> bool:
     """The logs directory, made if this app may make it; on a read-only mount (compose's
     apps read their DC's logs so) waited for until its writer makes it. False if
@@ -202,7 +224,12 @@ def run(
     last_data = [time.monotonic()]  # when a batch last brought lines (set by batches)
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
+        reading = time.perf_counter()
         lines, truncations = to_lines(_batch_table(options, df, batch_id))
+        # Before the handler's own line: the bench tells the driver's reading apart from
+        # Spark's time between batches and the handler's (docs/join.md, "Performance").
+        log.info("stream.batch_read", query=query_name, batch=batch_id, lines=len(lines),
+                 read_s=round(time.perf_counter() - reading, 3))  # fmt: skip
         if lines or truncations:
             last_data[0] = time.monotonic()
         handle(batch_key(batch_id), lines, truncations)

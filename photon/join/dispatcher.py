@@ -44,6 +44,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -82,6 +83,14 @@ RETRY_PASS_PREFIX = "retry-"  # noqa: S105 (a batch name prefix, not a secret)
 #: executors (spark_apps.joiner), or :meth:`GroupJoiner.join` one after another.
 GroupRunner = Callable[[list[GroupWork]], list[GroupOutcome]]
 
+#: Starts a batch's groups and returns at once: their outcomes, in order, when done
+#: (a Spark job run from a thread of its own: docs/join.md, "Batches that overlap").
+GroupSubmitter = Callable[[list[GroupWork]], "Future[list[GroupOutcome]]"]
+
+#: The lines (and truncation reports) of a streaming batch Spark has committed, read
+#: again from its offset log; None if Spark has not committed it or its range is gone.
+CommittedBatchLines = Callable[[str], "tuple[Sequence[LogLine], Sequence[QuarantineRecord]] | None"]
+
 
 @dataclass(slots=True)
 class BatchReport:
@@ -119,11 +128,13 @@ class BatchReport:
     unjoinable: int = 0
     reader_progress_us: int = 0
     seconds: float = 0.0
-    plan_s: float = 0.0  # decoding and splitting, in the driver
+    plan_s: float = 0.0  # decoding and splitting, in the driver (wake_s is part of it)
+    wake_s: float = 0.0  # join on arrival's look for waiting clicks whose query came
     #: Groups joined by a retried Spark task (a replay of the group: docs/join.md).
     task_retries: int = 0
     groups_s: float = 0.0  # the groups, wherever they ran (a Spark job: its tasks and more)
     task_s: float = 0.0  # the slowest group's own work
+    settle_s: float = 0.0  # the retry store and the batch's close, in the driver
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
 
@@ -139,10 +150,39 @@ class BatchReport:
                 "reader_wait_s",
                 "reader_progress_us",
                 "plan_s",
+                "wake_s",
                 "groups_s",
                 "task_s",
+                "settle_s",
             )
         }
+
+
+@dataclass(slots=True)
+class _Decoded:
+    """A batch's lines decoded: what needs nothing but the lines (done before the batch
+    ahead of it is waited for)."""
+
+    lines: int
+    clicks: list[JoinClick]
+    quarantined: list[QuarantineRecord]
+    duplicates: int
+    seconds: float
+
+
+@dataclass(slots=True)
+class _Planned:
+    """A batch between its plan and its settling: what its groups run on, and after."""
+
+    batch: str
+    start: BatchStart
+    report: BatchReport
+    started: float  # perf_counter: when its lines were handed in
+    plan_s: float  # the driver's own work on it so far (decoding, planning)
+    kept_back: list[JoinClick]
+    held: list[PendingClick]
+    submitted: float = 0.0
+    outcomes: Future[list[GroupOutcome]] | None = None
 
 
 #: A click the registry found stamped too far ahead comes back no sooner than this.
@@ -243,6 +283,8 @@ class Dispatcher(GroupJoiner):
         reader_progress: Callable[[], int] | None = None,
         cache_lost_at: Callable[[int], int] | None = None,
         run_groups: GroupRunner | None = None,
+        submit_groups: GroupSubmitter | None = None,
+        committed_batch_lines: CommittedBatchLines | None = None,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -259,12 +301,20 @@ class Dispatcher(GroupJoiner):
         self.query_window_us = dispatch.query_window_us
         self.join_groups = dispatch.join_groups
         self.run_groups: GroupRunner = run_groups or self._run_here
+        #: Set: a streaming batch's groups run while Spark plans the next batch and the
+        #: driver reads and decodes it; the batch is settled when the next one comes
+        #: (or a retry pass, or the stream's end: :meth:`finish_in_flight`).
+        self.submit_groups = submit_groups
+        #: How a streaming batch Spark committed while its groups ran, and that a crash
+        #: left open, is read again for its replay (its offset log).
+        self.committed_batch_lines = committed_batch_lines
+        self._in_flight: _Planned | None = None
         #: A retry pass runs only once no streaming batch has brought lines for this
         #: long, or the last one took as many retries as it may (see process_retries).
         self.retry_pass_quiet_us = int(dispatch.retry_pass_quiet_s * 1_000_000)
         self.arrival_window_us = int(dispatch.arrival_window_s * 1_000_000)
         self._last_stream_batch: tuple[int, bool] | None = None  # (its clock, retries capped)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # finish_in_flight takes it inside process too
         self.totals = JoinerTotals()
         #: The registrations of this joiner's groups, wherever they ran (the driver's own
         #: registry client registers nothing when the groups run on executors).
@@ -284,10 +334,22 @@ class Dispatcher(GroupJoiner):
         """One streaming micro-batch (``batch`` is Spark's batch id), plus due retries.
 
         ``truncations`` are the reader's reports of files that shrank: quarantined.
+        With ``submit_groups`` the report returned is the plan's: the groups' counts
+        come in the batch's ``joiner.batch`` line once it is settled.
         """
         with self._lock:
+            # Nothing here depends on the batch ahead: done while its groups still run.
+            decoded = self._decode(lines)
+            self.finish_in_flight()
             self._settle_open_batches(current=batch)
-            report = self._process(batch, lines, with_retries=True, truncations=truncations)
+            report = self._process(
+                batch,
+                lines,
+                with_retries=True,
+                truncations=truncations,
+                decoded=decoded,
+                overlap=self.submit_groups is not None,
+            )
             if lines:
                 capped = report.retries_due >= self.max_retries_per_batch
                 self._last_stream_batch = (self.clock(), capped)
@@ -296,16 +358,27 @@ class Dispatcher(GroupJoiner):
     def process_retries(self) -> BatchReport | None:
         """A pass over due retries alone (when no new clicks arrive); None if none are due.
 
-        A pass left open by a crash is run again under its own name first. While
-        streaming batches bring lines, they take the due retries themselves, so a
-        pass waits until none has for ``retry_pass_quiet_s``, unless the last one
-        took as many retries as it may (more are due than batches take): a pass
-        between batches would hold the next batch back, and the new clicks with it.
+        Not while a streaming batch's groups run (its settling comes first, here once
+        they are done); a pass left open by a crash is run again under its own name.
+        While streaming batches bring lines, they take the due retries themselves,
+        so a pass waits until none has for
+        ``retry_pass_quiet_s``, unless the last one took as many retries as it may
+        (more are due than batches take): a pass between batches would hold the next
+        batch back, and the new clicks with it.
         """
         with self._lock:
+            planned = self._in_flight
+            if planned is not None and planned.outcomes is not None:
+                if not planned.outcomes.done():
+                    return None  # the stream is busy: its next batch takes the due retries
+                self.finish_in_flight()
             unfinished = self.retries.unfinished_batches()
-            if any(not b.startswith(RETRY_PASS_PREFIX) for b in unfinished):
-                return None  # a crashed streaming batch: Spark replays it first
+            streaming = [b for b in unfinished if not b.startswith(RETRY_PASS_PREFIX)]
+            for batch in streaming:
+                # One Spark committed while its groups ran: Spark will not replay it.
+                if not self._replay_committed(batch):
+                    return None  # a crashed streaming batch: Spark replays it first
+            unfinished = self.retries.unfinished_batches()
             if unfinished:
                 return self._process(unfinished[0], [], with_retries=True)
             if self._streaming():
@@ -317,6 +390,25 @@ class Dispatcher(GroupJoiner):
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
             return self._process(batch, [], with_retries=True, woken=woken)
 
+    @property
+    def in_flight(self) -> str | None:
+        """The streaming batch whose groups run (or ran) and that is not settled yet."""
+        planned = self._in_flight
+        return planned.batch if planned is not None else None
+
+    def finish_in_flight(self) -> BatchReport | None:
+        """Wait for the streaming batch in flight and settle it; its report (None: none).
+
+        Its groups' error (a task failed past Spark's retries) is raised here, with the
+        batch left open in the journal: its replay, from Spark's offset log, joins it."""
+        with self._lock:
+            planned, self._in_flight = self._in_flight, None
+            if planned is None or planned.outcomes is None:
+                return None
+            outcomes = planned.outcomes.result()
+            waited = time.perf_counter() - planned.submitted
+            return self._finish(planned, outcomes, waited=waited)
+
     def _streaming(self) -> bool:
         """Whether streaming batches bring lines and take the due retries themselves."""
         if self._last_stream_batch is None or not self.retry_pass_quiet_us:
@@ -325,24 +417,38 @@ class Dispatcher(GroupJoiner):
         return not capped and self.clock() - at < self.retry_pass_quiet_us
 
     def _settle_open_batches(self, current: str) -> None:
-        """Before a streaming batch: replay a crashed retry pass; drop abandoned batches.
+        """Before a streaming batch: replay a crashed retry pass, or a crashed streaming
+        batch Spark had committed; drop abandoned batches.
 
         After a crash exactly one batch is open. Its registrations hold its token,
         so it must run again before any other batch takes its clicks from the
         retry store (they would find them registered by another token and drop
-        them). Spark replays a crashed streaming batch under the same id; a
-        streaming batch other than ``current`` will never be replayed (its
-        checkpoint was reset): what it registered and did not write is left to
-        verification and recovery.
+        them). Spark replays a crashed streaming batch under the same id unless it
+        had committed it: a batch whose groups still ran when Spark went on to the
+        next (``submit_groups``) is read again from Spark's offset log and replayed
+        here. A streaming batch other than ``current`` that Spark has no record
+        of will never be replayed (its checkpoint was reset): what it registered
+        and did not write is left to verification and recovery.
         """
         for batch in self.retries.unfinished_batches():
             if batch == current:
                 continue
             if batch.startswith(RETRY_PASS_PREFIX):
                 self._process(batch, [], with_retries=True)
-            else:
+            elif not self._replay_committed(batch):
                 log.warning("joiner.abandoned_batch", dc=self.dc, batch=batch, current=current)
                 self.retries.finish_batch(batch)
+
+    def _replay_committed(self, batch: str) -> bool:
+        """Replay open streaming ``batch`` if Spark committed it (its lines read again
+        from the offset log); whether it did."""
+        source = self.committed_batch_lines(batch) if self.committed_batch_lines else None
+        if source is None:
+            return False
+        lines, truncations = source
+        log.warning("joiner.replay_committed_batch", dc=self.dc, batch=batch, lines=len(lines))
+        self._process(batch, lines, with_retries=True, truncations=truncations)
+        return True
 
     # -- the batch ----------------------------------------------------------------
 
@@ -354,20 +460,27 @@ class Dispatcher(GroupJoiner):
         with_retries: bool,
         truncations: Sequence[QuarantineRecord] = (),
         woken: int | None = None,
+        decoded: _Decoded | None = None,
+        overlap: bool = False,
     ) -> BatchReport:
         """``woken``: clicks the caller made due just before (a retry pass's look, made
-        at almost this clock: not made again); None: this batch looks itself."""
-        started = time.perf_counter()
+        at almost this clock: not made again); None: this batch looks itself.
+        ``decoded``: ``lines`` decoded already. ``overlap``: a first try's groups are
+        submitted and the batch left in flight (settled by :meth:`finish_in_flight`)."""
+        decoded = decoded or self._decode(lines)
+        started = time.perf_counter() - decoded.seconds
+        planning = time.perf_counter()
         start = self.retries.begin_batch(
             batch, self.clock(), self._reader_progress_now(), self.join_groups
         )
         now = start.now_us  # a replay decides with its first try's clock and reader progress
-        report = BatchReport(batch=batch, lines=len(lines))
+        report = BatchReport(batch=batch, lines=decoded.lines)
         report.replay = start.replay
         report.reader_progress_us = start.reader_progress_us
-        metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(len(lines))
-        clicks, quarantined = self._decode(lines, report)
-        quarantined += truncations
+        report.duplicates_in_batch = decoded.duplicates
+        metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(decoded.lines)
+        clicks = decoded.clicks
+        quarantined = decoded.quarantined + list(truncations)
         if quarantined:
             self._quarantine(batch, quarantined, report)
         # None: the cache may have lost anything. So in a replay, which must search no
@@ -383,7 +496,9 @@ class Dispatcher(GroupJoiner):
         kept_back: list[JoinClick] = []
         if with_retries and not start.replay:
             # Before the due clicks are taken: a replay, at this clock, takes these too.
+            waking = time.perf_counter()
             report.woken = self._wake_arrived(now) if woken is None else woken
+            report.wake_s = round(time.perf_counter() - waking, 3)
         if with_retries:
             self._add_due_retries(clicks, now, start.reader_progress_us, lost_at, report)
             if not start.replay:
@@ -394,19 +509,51 @@ class Dispatcher(GroupJoiner):
             # held here, they skip the trip to a task and back (half of a batch's new
             # clicks when two DCs run). A replay's groups hold them after the lookup.
             clicks, held = self.hold_for_preferred_dc(clicks, now)
-        planned = time.perf_counter()
+        planned = _Planned(
+            batch,
+            start,
+            report,
+            started,
+            decoded.seconds + time.perf_counter() - planning,
+            kept_back,
+            held,
+        )
         if clicks:
             self.faults.at_step("planned", batch)  # chaos: a crash with the journal written
-        outcomes = self.run_groups(self._split(batch, start, clicks)) if clicks else []
-        joined = time.perf_counter()
-        self._settle(batch, start, report, outcomes, kept_back, held)
-        if outcomes:  # chaos: a crash once the batch is closed, or handed back to Spark
-            self.faults.at_step("settled", batch)
+        works = self._split(batch, start, clicks) if clicks else []
+        planned.submitted = time.perf_counter()
+        if works and overlap and not start.replay and self.submit_groups is not None:
+            planned.outcomes = self.submit_groups(works)
+            self._in_flight = planned
+            # chaos: a crash once handed back to Spark, its groups running: Spark may
+            # commit it first, and then its replay reads it from the offset log.
             self.faults.at_step("returned", batch)
-        report.plan_s = round(planned - started, 3)
-        report.groups_s = round(joined - planned, 3)
+            return report
+        outcomes = self.run_groups(works) if works else []
+        return self._finish(planned, outcomes, waited=time.perf_counter() - planned.submitted)
+
+    def _finish(
+        self, planned: _Planned, outcomes: list[GroupOutcome], *, waited: float
+    ) -> BatchReport:
+        """Settle a batch whose groups are done; its report, counted and logged."""
+        report = planned.report
+        settling = time.perf_counter()
+        self._settle(
+            planned.batch, planned.start, report, outcomes, planned.kept_back, planned.held
+        )
+        report.settle_s = round(time.perf_counter() - settling, 3)
+        if report.lines and planned.outcomes is not None:  # a streaming batch in flight
+            # Quiet from here: its groups ran until now (see process_retries).
+            capped = report.retries_due >= self.max_retries_per_batch
+            self._last_stream_batch = (self.clock(), capped)
+        if outcomes:  # chaos: a crash once the batch is closed, or handed back to Spark
+            self.faults.at_step("settled", planned.batch)
+            if planned.outcomes is None:  # in flight, it was handed back before
+                self.faults.at_step("returned", planned.batch)
+        report.plan_s = round(planned.plan_s, 3)
+        report.groups_s = round(waited, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
-        report.seconds = round(time.perf_counter() - started, 3)
+        report.seconds = round(time.perf_counter() - planned.started, 3)
         metrics.BATCH_SECONDS.labels(self.dc, JOINER).observe(report.seconds)
         self._count(report)
         return report
@@ -620,11 +767,12 @@ class Dispatcher(GroupJoiner):
         margin_us = max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
         return click.click_id.ts_us + margin_us <= progress_us
 
-    def _decode(
-        self, lines: Sequence[LogLine], report: BatchReport
-    ) -> tuple[list[JoinClick], list[QuarantineRecord]]:
+    def _decode(self, lines: Sequence[LogLine]) -> _Decoded:
+        """The batch's clicks, once each (log shipping duplicates lines), and its bad lines."""
+        decoding = time.perf_counter()
         clicks: dict[str, JoinClick] = {}
         quarantined: list[QuarantineRecord] = []
+        duplicates = 0
         for line in lines:
             decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
             if isinstance(decoded, QuarantineRecord):
@@ -633,12 +781,15 @@ class Dispatcher(GroupJoiner):
             assert isinstance(decoded, ClickEvent)
             key = str(decoded.click_id)
             if key in clicks:
-                report.duplicates_in_batch += 1
+                duplicates += 1
                 continue
             clicks[key] = JoinClick(
                 decoded, PendingClick(key, line.raw, line.file, line.offset), False
             )
-        return list(clicks.values()), quarantined
+        return _Decoded(
+            len(lines), list(clicks.values()), quarantined, duplicates,
+            time.perf_counter() - decoding,
+        )  # fmt: skip
 
     def _reader_progress_now(self) -> int:
         return self.reader_progress() if self.reader_progress is not None else NO_READER
@@ -742,8 +893,10 @@ class Dispatcher(GroupJoiner):
             dc=self.dc,
             seconds=report.seconds,
             plan_s=report.plan_s,
+            wake_s=report.wake_s,
             groups_s=report.groups_s,
             task_s=report.task_s,
+            settle_s=report.settle_s,
             reader_wait_s=report.reader_wait_s,
             **report.counts(),
         )

@@ -201,8 +201,9 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             max_retries_per_batch=settings.pipeline.max_retries_per_batch,
             query_window_us=int(settings.log_file_map.window_s * 1_000_000),
             join_groups=max(1, settings.pipeline.join_groups),
-            # Two triggers without lines: the stream is quiet, retry passes take over.
-            retry_pass_quiet_s=2 * settings.pipeline.trigger_s,
+            # Two triggers without lines (and at least a second: Spark's own time between
+            # batches at a short trigger): the stream is quiet, retry passes take over.
+            retry_pass_quiet_s=max(2 * settings.pipeline.trigger_s, 1.0),
             arrival_window_s=settings.pipeline.arrival_window_s,
         )
         app.joiner = Dispatcher(

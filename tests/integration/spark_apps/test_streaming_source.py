@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
+from spark_apps.streaming import batch_key, committed_batch_lines
 from tests.logrotate import ROTATIONS, rotate
 
 pytestmark = pytest.mark.integration
@@ -109,6 +110,14 @@ def test_a_failed_batch_is_replayed_with_the_same_id_and_the_same_lines(
     failed = batches[-1]
     assert failed[0] == 1
 
+    # What the joiner reads again for an open batch Spark committed, and only for that.
+    lines_of_committed = committed_batch_lines(logs, tmp_path / "ck")
+    again = lines_of_committed(batch_key(0))
+    assert again is not None
+    assert [(line.file, line.offset, line.raw) for line in again[0]] == batches[0][1]
+    assert lines_of_committed(batch_key(1)) is None  # failed: Spark replays it itself
+    assert lines_of_committed("retry-000000000001") is None
+
     replayed: Batches = []
     committed = lines_of(batches[:-1])
     run_until(
@@ -178,6 +187,14 @@ def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_byt
     rotate(logs / "x.log", rotation)
     with (logs / "x.log").open("ab") as f:  # the writer goes on in a new x.log
         f.write(_long("y0", "y1"))
+    # What the joiner reads again for an open batch Spark committed, and only for that.
+    lines_of_committed = committed_batch_lines(logs, tmp_path / "ck")
+    again = lines_of_committed(batch_key(0))
+    assert again is not None
+    assert [(line.file, line.offset, line.raw) for line in again[0]] == batches[0][1]
+    assert lines_of_committed(batch_key(1)) is None  # failed: Spark replays it itself
+    assert lines_of_committed("retry-000000000001") is None
+
     replayed: Batches = []
     committed = lines_of(batches[:-1])
 
