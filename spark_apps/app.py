@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 from photon import metrics
 from photon.apps import JOINER
 from photon.events.records import Stream
-from photon.join.backlog import backlog, committed_offsets
+from photon.join.backlog import backlog, committed_offsets, joiner_offsets
 from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings
 from spark_apps import streaming
@@ -149,7 +149,12 @@ def lag_gauges(app: str, parts: AppParts) -> Callable[[], None]:
     stream = Stream.CLICKS if app == JOINER else Stream.QUERIES
 
     def update() -> None:
-        behind = backlog(parts.logs_dir, committed_offsets(parts.checkpoint), stream)
+        done = (
+            joiner_offsets(parts.state_dir)  # its batch in flight is not done yet
+            if app == JOINER
+            else committed_offsets(parts.checkpoint)
+        )
+        behind = backlog(parts.logs_dir, done, stream)
         metrics.INPUT_BEHIND_BYTES.labels(parts.dc, app).set(behind.bytes)
         metrics.INPUT_BEHIND_FILES.labels(parts.dc, app).set(behind.files)
         metrics.INPUT_LAG_SECONDS.labels(parts.dc, app).set(behind.lag_s)

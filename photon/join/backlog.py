@@ -12,7 +12,9 @@ is left. Both times come from the same server's clock, so a server's clock
 skew cancels out. An app that is
 caught up has a lag of about one micro-batch; one back from an outage starts
 with a lag as long as the outage and drains it. The joiners' lag (clicks)
-and the query readers' (queries) are read alike; ``photon status``, the
+and the query readers' (queries) are read alike, except that a joiner's batch
+Spark committed while its groups ran counts as done only once its journal
+closes it (docs/join.md, "Batches that overlap"); ``photon status``, the
 apps' lag gauges (docs/metrics.md) and the chaos run read them.
 
 How it fails: it never raises for a checkpoint being written or wiped
@@ -24,12 +26,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream, decode_click, decode_query
+from photon.join.retry import RETRY_STORE, open_streaming_batches
 from photon.logs.offset_log import logged_offsets
 from photon.logs.reader import GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
@@ -45,13 +48,16 @@ class Backlog:
     files: int = 0  # files with bytes past the committed offsets
 
 
-def committed_offsets(checkpoint: Path) -> dict[str, int]:
-    """The end offsets of the newest committed batch (empty before the first)."""
+def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict[str, int]:
+    """The end offsets of the newest committed batch (empty before the first) that is not
+    ``unsettled``: a joiner's batch that Spark committed while its groups still ran."""
     commits = checkpoint / "commits"
     done = sorted(
         (int(p.name) for p in commits.glob("[0-9]*") if p.name.isdigit()), reverse=True
     ) if commits.is_dir() else []  # fmt: skip
     for batch in done:
+        if batch in unsettled:
+            continue
         try:
             return logged_offsets(checkpoint, batch)
         except (OSError, ValueError):
@@ -86,9 +92,16 @@ def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS)
     return Backlog(unread, round(lag_us / 1_000_000, 1), behind)
 
 
+def joiner_offsets(state_dir: Path) -> dict[str, int]:
+    """How far a joiner (its state directory) has joined its click logs: its newest
+    batch that Spark committed and that its journal does not hold open."""
+    unsettled = open_streaming_batches(state_dir / RETRY_STORE)
+    return committed_offsets(state_dir / "checkpoint", unsettled)
+
+
 def joiner_backlog(settings: PhotonSettings, dc: str) -> Backlog:
-    checkpoint = settings.pipeline_dir(dc, JOINER) / "checkpoint"
-    return backlog(settings.dc_logs(dc) / "clicks", committed_offsets(checkpoint))
+    offsets = joiner_offsets(settings.pipeline_dir(dc, JOINER))
+    return backlog(settings.dc_logs(dc) / "clicks", offsets)
 
 
 def query_reader_backlog(settings: PhotonSettings, dc: str) -> Backlog:

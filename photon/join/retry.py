@@ -17,6 +17,7 @@ the store is transactional, so a failed call changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -392,3 +393,24 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+#: The retry store's file name in a joiner's state directory.
+RETRY_STORE = "retry.sqlite"
+
+
+def open_streaming_batches(path: Path) -> set[int]:
+    """The streaming batches (Spark's ids) the retry store at ``path`` holds open, read
+    from another process without writing: a batch Spark committed while its groups
+    ran is not done until the joiner settles it (docs/join.md, "Batches that
+    overlap"). Empty when there is no store yet or it cannot be read now."""
+    if not path.is_file():
+        return set()
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        ) as db:
+            rows = db.execute("SELECT batch FROM open_batches").fetchall()
+    except sqlite3.Error:  # being made, or locked past the timeout: as if none were open
+        return set()
+    return {int(row[0]) for row in rows if str(row[0]).isdigit()}

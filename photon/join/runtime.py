@@ -37,7 +37,7 @@ from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
 from photon.join.progress import ReaderProgress, read_cache_lost_at, read_progress
 from photon.join.query_reader import QueryReader
-from photon.join.retry import RetryStore
+from photon.join.retry import RETRY_STORE, RetryStore
 from photon.localfiles import write_whole
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
@@ -46,8 +46,8 @@ from registry import IdRegistry
 
 
 def retry_store_path(settings: PhotonSettings, dc: str) -> Path:
-    """The DC joiner's retry store (its dispatcher queue)."""
-    return settings.pipeline_dir(dc, JOINER) / "retry.sqlite"
+    """The DC joiner's retry store (its dispatcher queue and batch journal)."""
+    return settings.pipeline_dir(dc, JOINER) / RETRY_STORE
 
 
 def query_reader_dir(settings: PhotonSettings, dc: str) -> Path:

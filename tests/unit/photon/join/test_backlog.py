@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from photon.events.records import ClickEvent
-from photon.join.backlog import Backlog, backlog, committed_offsets
+from photon.join.backlog import Backlog, backlog, committed_offsets, joiner_offsets
+from photon.join.retry import RETRY_STORE, RetryStore, open_streaming_batches
+from photon.settings import RetrySettings
 from registry.ids import EventId
 
 pytestmark = pytest.mark.unit
@@ -39,6 +41,30 @@ def test_the_newest_committed_batch_counts_not_one_still_running(tmp_path: Path)
     assert committed_offsets(checkpoint) == {"x.000000.log": 20}
     (checkpoint / "offsets" / "1").write_text("v1\n{")  # half written: the batch before
     assert committed_offsets(checkpoint) == {"x.000000.log": 10}
+
+
+def test_a_joiners_batch_committed_with_its_groups_running_is_not_done_yet(
+    tmp_path: Path,
+) -> None:
+    """Spark commits a batch when the driver hands it back; the joiner's journal holds
+    it open until its groups are done and it is settled (docs/join.md)."""
+    state = tmp_path / "joiner"
+    checkpoint = state / "checkpoint"
+    write_batch(checkpoint, 0, {"x.000000.log": 10}, committed=True)
+    write_batch(checkpoint, 1, {"x.000000.log": 20}, committed=True)
+    assert joiner_offsets(state) == {"x.000000.log": 20}  # no journal yet: as committed
+    journal = RetryStore(state / RETRY_STORE, RetrySettings())
+    try:
+        journal.begin_batch(f"{1:012d}", 0, 0)  # Spark's batch 1, as the joiner names it
+        journal.begin_batch("retry-000000000007", 0, 0)  # a retry pass reads no log
+        assert open_streaming_batches(state / RETRY_STORE) == {1}
+        assert joiner_offsets(state) == {"x.000000.log": 10}
+        journal.finish_batch(f"{1:012d}")
+        assert joiner_offsets(state) == {"x.000000.log": 20}
+    finally:
+        journal.close()
+    (state / RETRY_STORE).write_bytes(b"not a database")
+    assert open_streaming_batches(state / RETRY_STORE) == set()
 
 
 def test_the_backlog_is_the_unread_bytes_and_how_far_behind_each_servers_log_end(
