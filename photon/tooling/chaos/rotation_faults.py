@@ -13,7 +13,8 @@
   registry commit that won ids (``faults.crash_at_step=registered``), keeping
   its state; while it is down, the click files its crashed batch read are
   rotated (renamed, and copied then truncated, in turn); started again, Spark
-  replays the batch, which must read its lines where their bytes went and
+  replays the batch (or, one Spark had committed with its groups running, the
+  joiner does, from Spark's offset log), which must read its lines where their bytes went and
   write the ids the crash left registered. The other DC's joiner is frozen
   until the crash (:class:`~photon.tooling.chaos.protocol_faults.FrozenJoiner`),
   so that the armed batch wins ids however the machine splits the race.
@@ -38,6 +39,7 @@ from pathlib import Path
 from photon.apps import JOINER
 from photon.events.records import Stream
 from photon.faults import CRASH_EXIT_CODE
+from photon.join.retry import RETRY_STORE, open_streaming_batches
 from photon.join.runtime import current_attempt
 from photon.logs.offset_log import logged_position
 from photon.logs.reader import RECOVERY_LOG_PREFIX, GrowingLogReader, unrotated
@@ -74,11 +76,12 @@ def log_rotation(
     finally:
         clock.resume()
     attempt = current_attempt(settings, dc)
-    checkpoint = settings.pipeline_dir(dc, JOINER) / "checkpoint"
+    state_dir = settings.pipeline_dir(dc, JOINER)
+    checkpoint = state_dir / "checkpoint"
     crashed: dict[str, object] = {}
 
     def rotate_the_crashed_batch() -> None:
-        batch = _uncommitted_batch(checkpoint)
+        batch = _crashed_batch(state_dir)
         crashed["batch"] = batch
         if batch is not None:
             directory = settings.dc_logs(dc) / Stream.CLICKS.value
@@ -174,6 +177,14 @@ def _next_free(directory: Path, name: str) -> str:
     while (directory / f"{base}.{n}").exists():
         n += 1
     return f"{base}.{n}"
+
+
+def _crashed_batch(state_dir: Path) -> int | None:
+    """The streaming batch the crash left open in the joiner's journal: one Spark had
+    committed with its groups running (docs/join.md, "Batches that overlap"), or else
+    the one Spark logged and did not commit."""
+    left_open = open_streaming_batches(state_dir / RETRY_STORE)
+    return max(left_open) if left_open else _uncommitted_batch(state_dir / "checkpoint")
 
 
 def _uncommitted_batch(checkpoint: Path) -> int | None:
