@@ -23,7 +23,8 @@ seeded by ``faults.seed`` (unset: random):
   ``settled`` (the retry store settled and the batch closed in the journal),
   ``returned`` (the batch handed back to Spark, which has yet to commit it:
   the process dies right after). The chaos run arms each in turn, keeping the
-  state, so Spark replays the batch later;
+  state, so Spark replays the batch later; with ``crash_streaming_only`` a
+  retry pass never strikes it, only a batch of log lines;
 * ``crash_mid_write_p`` — the process exits hard while an object store write
   is in flight: the object may or may not exist;
 * ``s3_error_p`` — an object store call fails with a connection timeout
@@ -135,6 +136,8 @@ class FaultInjector:
     def at_step(self, step: str, batch: str) -> None:
         """Called when a batch with clicks reaches ``step`` (one of :data:`STEPS`)."""
         if step == self.settings.crash_at_step:
+            if self.settings.crash_streaming_only and not batch.isdigit():
+                return  # a retry pass: it read no log file
             if step == "returned":  # after the caller returns: Spark has yet to commit
                 context = {"step": step, "batch": batch}
                 threading.Thread(

@@ -496,6 +496,9 @@ class FaultSettings(_Section):
     crash_at_step: Literal[
         "", "planned", "looked_up", "registered", "written", "settled", "returned"
     ] = ""
+    #: crash_at_step strikes only a streaming batch (one Spark numbered), not a retry
+    #: pass: the chaos run's log rotation rotates the files its crashed batch read.
+    crash_streaming_only: bool = False
     crash_mid_write_p: Probability = 0.0
     s3_error_p: Probability = 0.0
     s3_delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0

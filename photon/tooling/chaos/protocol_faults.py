@@ -73,9 +73,13 @@ PAUSE_ENV = {"PHOTON_FAULTS__PAUSE_AFTER_COMMIT_P": "1"}
 FILE_PREFIX = "chaos-"
 
 
-def step_env(step: str) -> dict[str, str]:
-    """The fault setting that crashes a joiner at ``step``."""
-    return {STEP_ENV: step}
+def step_env(step: str, *, streaming_only: bool = False) -> dict[str, str]:
+    """The fault setting that crashes a joiner at ``step`` (``streaming_only``: of a batch
+    of log lines, never a retry pass)."""
+    env = {STEP_ENV: step}
+    if streaming_only:
+        env["PHOTON_FAULTS__CRASH_STREAMING_ONLY"] = "true"
+    return env
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.25) -> bool:

@@ -88,9 +88,10 @@ def log_rotation(
             crashed["rotated"] = rotate(directory, _files_read(checkpoint, batch))
 
     # The armed joiner starts again with the stream held: the crash has new clicks to win.
-    hold_until_streaming(
-        services, clock, dc, lambda: services.rearm(dc, JOINER, step_env("registered"))
-    )
+    # In a batch of log lines: a retry pass (held clicks come due while the rival is
+    # frozen) reads no file to rotate.
+    armed = step_env("registered", streaming_only=True)
+    hold_until_streaming(services, clock, dc, lambda: services.rearm(dc, JOINER, armed))
     with FrozenJoiner(services, rival) as frozen:
         code = services.await_exit(dc, JOINER, timeout_s, before_restart=rotate_the_crashed_batch)
     hold_until_streaming(services, clock, dc)

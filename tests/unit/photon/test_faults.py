@@ -59,6 +59,14 @@ def test_a_crash_at_a_step_strikes_at_that_step_only(step: str) -> None:
     assert info.value.args == (CRASH_EXIT_CODE,)
 
 
+def test_a_crash_for_streaming_batches_only_lets_a_retry_pass_reach_its_step() -> None:
+    settings = FaultSettings(crash_at_step="registered", crash_streaming_only=True)
+    faults = FaultInjector(settings, exit=crash)
+    faults.at_step("registered", "retry-000000000002")  # a retry pass: no crash
+    with pytest.raises(Crashed):
+        faults.at_step("registered", "000000000003")
+
+
 def test_a_crash_once_returned_strikes_after_the_call_returns() -> None:
     crashed = threading.Event()
     codes: list[int] = []
