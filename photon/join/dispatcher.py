@@ -18,15 +18,22 @@ store's due clicks) the dispatcher:
    whose query was not found go to the retry store; those past its limits are
    written out as unjoinable, with the reason.
 
+With ``submit_groups`` (the joiner app's Spark job) batches overlap: step 3's
+groups run while Spark plans the next batch and the dispatcher decodes it;
+step 4 comes when the next batch does (or the idle loop, or the stream's end).
+
 Why no click is ever output twice: a click is written only after this batch's
 token won its registration, and the registry lets one token win per id.
 
 Why none is lost to a crash: the batch is recorded as open (with its ``now``,
 the query reader's progress and its group count) before step 1 and closed
 after step 4. A crash leaves it open; Spark then replays the same lines under
-the same batch id, the replay splits them into the same groups and decides
-with the same ``now``, and joins again the ids that hold this batch's token
-(re-registering them answers ``COMMITTED``). Objects are write-once by key, so
+the same batch id (or, for a batch Spark committed while its groups still ran
+— batches overlap: docs/join.md — the dispatcher reads its lines again from
+Spark's offset log and replays it before any other batch), the replay splits
+them into the same groups and decides with the same ``now``, and joins again
+the ids that hold this batch's token (re-registering them answers
+``COMMITTED``). Objects are write-once by key, so
 a batch that crashed after its write keeps its first object, and rows it
 lacks go to the object's next part. What a replay cannot restore (e.g. its
 query vanished from both stores meanwhile) is registered but missing from the
@@ -127,6 +134,8 @@ class BatchReport:
     behind_reader: int = 0
     unjoinable: int = 0
     reader_progress_us: int = 0
+    #: From its lines handed in to its settling (with batches that overlap, the wait
+    #: for the batch ahead of it too).
     seconds: float = 0.0
     plan_s: float = 0.0  # decoding and splitting, in the driver (wake_s is part of it)
     wake_s: float = 0.0  # join on arrival's look for waiting clicks whose query came
@@ -167,7 +176,8 @@ class _Decoded:
     clicks: list[JoinClick]
     quarantined: list[QuarantineRecord]
     duplicates: int
-    seconds: float
+    started: float  # perf_counter: when the lines were handed in
+    seconds: float  # decoding them
 
 
 @dataclass(slots=True)
@@ -360,11 +370,10 @@ class Dispatcher(GroupJoiner):
 
         Not while a streaming batch's groups run (its settling comes first, here once
         they are done); a pass left open by a crash is run again under its own name.
-        While streaming batches bring lines, they take the due retries themselves,
-        so a pass waits until none has for
-        ``retry_pass_quiet_s``, unless the last one took as many retries as it may
-        (more are due than batches take): a pass between batches would hold the next
-        batch back, and the new clicks with it.
+        While streaming batches bring lines, they take the due retries themselves, so
+        a pass waits until none has for ``retry_pass_quiet_s``, unless the last one
+        took as many retries as it may (more are due than batches take): a pass
+        between batches would hold the next batch back, and the new clicks with it.
         """
         with self._lock:
             planned = self._in_flight
@@ -468,7 +477,6 @@ class Dispatcher(GroupJoiner):
         ``decoded``: ``lines`` decoded already. ``overlap``: a first try's groups are
         submitted and the batch left in flight (settled by :meth:`finish_in_flight`)."""
         decoded = decoded or self._decode(lines)
-        started = time.perf_counter() - decoded.seconds
         planning = time.perf_counter()
         start = self.retries.begin_batch(
             batch, self.clock(), self._reader_progress_now(), self.join_groups
@@ -513,7 +521,7 @@ class Dispatcher(GroupJoiner):
             batch,
             start,
             report,
-            started,
+            decoded.started,
             decoded.seconds + time.perf_counter() - planning,
             kept_back,
             held,
@@ -788,7 +796,7 @@ class Dispatcher(GroupJoiner):
             )
         return _Decoded(
             len(lines), list(clicks.values()), quarantined, duplicates,
-            time.perf_counter() - decoding,
+            decoding, time.perf_counter() - decoding,
         )  # fmt: skip
 
     def _reader_progress_now(self) -> int:
