@@ -294,9 +294,9 @@ class PipelineSettings(_Section):
     #: the driver's thread, as a joiner without Spark does).
     join_on_executors: bool = True
     #: With the groups on executors: a batch's groups run while the driver reads and
-    #: plans the next one (false: each batch settled before Spark plans the next;
-    #: docs/join.md, "Batches that overlap").
-    overlap_batches: bool = True
+    #: plans the next one. Off by default: on a 2-core machine, where the driver and
+    #: the tasks share the cores, it was slower (docs/join.md, "Batches that overlap").
+    overlap_batches: bool = False
     #: ``photon run`` runs a DC's query reader and joiner as two streaming queries of one
     #: Spark application (one driver JVM a DC); off: each its own application
     #: (docs/join.md, "The apps").

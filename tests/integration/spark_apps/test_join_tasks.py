@@ -12,7 +12,7 @@ from photon.join.dispatcher import BatchReport
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
-from spark_apps.join_tasks import default_groups, spark_group_runner
+from spark_apps.join_tasks import default_groups, spark_group_runner, spark_group_submitter
 from tests.conftest import settings_from_env
 from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
     M_BYTES,
@@ -136,6 +136,38 @@ def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_rep
     joined = [r for r in reports if r.joined]
     assert joined and all(r.task_retries for r in joined)  # each joined on a task's retry
     assert all(r.already_joined == 0 for r in reports)  # none taken for another's
+    assert not a.joiner.retries.unfinished_batches()
+    check_exactly_once(store, manifest)  # type: ignore[arg-type]
+    check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
+
+
+def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+) -> None:
+    """Each batch's groups submitted as a Spark job from the submitter's thread, and the
+    batch handed back before they are done (``pipeline.overlap_batches``)."""
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    settings = _executor_settings(stack_environment, root, registry, store, a)
+    a.joiner.join_groups = 4
+    a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
+    a.joiner.submit_groups = spark_group_submitter(spark, settings, "a", a.joiner.attempt)
+    read_every_query(a, root)
+    in_flight = []
+    for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
+        a.joiner.process(f"{n:012d}", lines)
+        in_flight.append(a.joiner.in_flight)
+    settled = a.joiner.finish_in_flight()
+    drain(a, clock)
+
+    assert in_flight[0] == f"{0:012d}"  # handed back with its groups running
+    assert settled is not None and settled.joined > 0 and a.joiner.in_flight is None
     assert not a.joiner.retries.unfinished_batches()
     check_exactly_once(store, manifest)  # type: ignore[arg-type]
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
