@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from photon.join.dispatcher import BatchReport
+from photon.join.group import GroupOutcome, GroupWork
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
@@ -67,6 +69,7 @@ def _join_every_batch(dc: DcParts, root: Path, clock: Clock) -> list[BatchReport
     read_every_query(dc, root)
     reports = [dc.joiner.process(f"{n:012d}", lines) for n, lines in
                enumerate(batches(root / dc.dc / "clicks", 16 * 1024))]  # fmt: skip
+    dc.joiner.finish_in_flight()  # the stream's end: a batch in flight is settled
     drain(dc, clock)
     return reports
 
@@ -156,18 +159,27 @@ def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
     a = make_dc("a", root, clock)
     settings = _executor_settings(stack_environment, root, registry, store, a)
     a.joiner.join_groups = 4
-    a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
-    a.joiner.submit_groups = spark_group_submitter(spark, settings, "a", a.joiner.attempt)
-    read_every_query(a, root)
-    in_flight = []
-    for n, lines in enumerate(batches(root / "a" / "clicks", 16 * 1024)):
-        a.joiner.process(f"{n:012d}", lines)
-        in_flight.append(a.joiner.in_flight)
-    settled = a.joiner.finish_in_flight()
-    drain(a, clock)
+    run = spark_group_runner(spark, settings, "a", a.joiner.attempt)
+    submit = spark_group_submitter(spark, settings, "a", a.joiner.attempt)
+    ran_at_once: list[str] = []  # groups run before the batch was handed back
+    submitted: list[str] = []
 
-    assert in_flight[0] == f"{0:012d}"  # handed back with its groups running
-    assert settled is not None and settled.joined > 0 and a.joiner.in_flight is None
+    def run_and_note(works: list[GroupWork]) -> list[GroupOutcome]:
+        ran_at_once.append(works[0].batch)
+        return run(works)
+
+    def submit_and_note(works: list[GroupWork]) -> Future[list[GroupOutcome]]:
+        submitted.append(works[0].batch)
+        return submit(works)
+
+    a.joiner.run_groups = run_and_note
+    a.joiner.submit_groups = submit_and_note
+    reports = _join_every_batch(a, root, clock)
+
+    # Every streaming batch's groups went in flight (once each); retry passes ran theirs.
+    streaming = [b for b in submitted + ran_at_once if b.isdigit()]
+    assert submitted and streaming == submitted == sorted(set(submitted))
+    assert sum(r.joined for r in reports) > 0 and a.joiner.in_flight is None
     assert not a.joiner.retries.unfinished_batches()
     check_exactly_once(store, manifest)  # type: ignore[arg-type]
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]

@@ -75,6 +75,17 @@ def lines_of(batches: Batches) -> list[tuple[str, int, bytes]]:
     return [row for _, rows in batches for row in rows]
 
 
+def check_committed_batch_read_again(logs: Path, checkpoint: Path, batches: Batches) -> None:
+    """What the joiner reads again for an open batch Spark committed (batch 0 here, its
+    batch 1 failed), and only for that: the lines Spark's own read gave batch 0."""
+    lines_of_committed = committed_batch_lines(logs, checkpoint)
+    again = lines_of_committed(batch_key(0))
+    assert again is not None
+    assert [(line.file, line.offset, line.raw) for line in again[0]] == batches[0][1]
+    assert lines_of_committed(batch_key(1)) is None  # failed: Spark replays it itself
+    assert lines_of_committed("retry-000000000001") is None
+
+
 def test_a_restarted_query_resumes_after_the_last_committed_batch(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -110,13 +121,7 @@ def test_a_failed_batch_is_replayed_with_the_same_id_and_the_same_lines(
     failed = batches[-1]
     assert failed[0] == 1
 
-    # What the joiner reads again for an open batch Spark committed, and only for that.
-    lines_of_committed = committed_batch_lines(logs, tmp_path / "ck")
-    again = lines_of_committed(batch_key(0))
-    assert again is not None
-    assert [(line.file, line.offset, line.raw) for line in again[0]] == batches[0][1]
-    assert lines_of_committed(batch_key(1)) is None  # failed: Spark replays it itself
-    assert lines_of_committed("retry-000000000001") is None
+    check_committed_batch_read_again(logs, tmp_path / "ck", batches)
 
     replayed: Batches = []
     committed = lines_of(batches[:-1])
@@ -187,13 +192,7 @@ def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_byt
     rotate(logs / "x.log", rotation)
     with (logs / "x.log").open("ab") as f:  # the writer goes on in a new x.log
         f.write(_long("y0", "y1"))
-    # What the joiner reads again for an open batch Spark committed, and only for that.
-    lines_of_committed = committed_batch_lines(logs, tmp_path / "ck")
-    again = lines_of_committed(batch_key(0))
-    assert again is not None
-    assert [(line.file, line.offset, line.raw) for line in again[0]] == batches[0][1]
-    assert lines_of_committed(batch_key(1)) is None  # failed: Spark replays it itself
-    assert lines_of_committed("retry-000000000001") is None
+    check_committed_batch_read_again(logs, tmp_path / "ck", batches)  # where its bytes went
 
     replayed: Batches = []
     committed = lines_of(batches[:-1])

@@ -55,6 +55,17 @@ def in_flight(dc: DcParts) -> str | None:
     return dc.joiner.in_flight
 
 
+def stream_to_the_end(
+    dc: DcParts, click_batches: list[list[LogLine]], first: int, root: Path, clock: Clock
+) -> None:
+    """The click batches from number ``first`` on, the stream's end (the batch in flight
+    settled), then the DC's logs as a whole and its retries drained."""
+    for n, lines in enumerate(click_batches, start=first):
+        dc.joiner.process(f"{n:012d}", lines)
+    dc.joiner.finish_in_flight()
+    run_dc(dc, root, clock, clicks_first=False)
+
+
 def committed(
     batches_by_name: dict[str, list[LogLine]],
 ) -> Callable[[str], tuple[Sequence[LogLine], Sequence[QuarantineRecord]] | None]:
@@ -82,11 +93,8 @@ def test_overlapping_batches_join_every_click_exactly_once(
     assert in_flight(a) == f"{0:012d}"  # handed back with its groups running
     a.joiner.process(f"{1:012d}", rest[0])  # settles batch 0 first
     assert a.retries.unfinished_batches() == [f"{1:012d}"]
-    for n, lines in enumerate(rest[1:], start=2):
-        a.joiner.process(f"{n:012d}", lines)
-    a.joiner.finish_in_flight()  # the stream's end
+    stream_to_the_end(a, rest[1:], 2, root, clock)
     assert in_flight(a) is None and a.retries.unfinished_batches() == []
-    run_dc(a, root, clock, clicks_first=False)
     check_exactly_once(store, manifest)
 
 
@@ -155,10 +163,7 @@ def test_a_batch_spark_committed_with_its_groups_running_is_replayed_after_a_cra
         restarted.joiner.process_retries()  # no line comes: the idle loop replays it
         assert restarted.retries.unfinished_batches() == []
         start = 1
-    for n, lines in enumerate(click_batches[start:], start=start):
-        restarted.joiner.process(f"{n:012d}", lines)
-    restarted.joiner.finish_in_flight()
-    run_dc(restarted, root, clock, clicks_first=False)
+    stream_to_the_end(restarted, click_batches[start:], start, root, clock)
     check_exactly_once(store, manifest)
 
 
