@@ -352,7 +352,7 @@ class Dispatcher(GroupJoiner):
             decoded = self._decode(lines)
             self.finish_in_flight()
             self._settle_open_batches(current=batch)
-            report = self._process(
+            return self._process(
                 batch,
                 lines,
                 with_retries=True,
@@ -360,10 +360,6 @@ class Dispatcher(GroupJoiner):
                 decoded=decoded,
                 overlap=self.submit_groups is not None,
             )
-            if lines:
-                capped = report.retries_due >= self.max_retries_per_batch
-                self._last_stream_batch = (self.clock(), capped)
-            return report
 
     def process_retries(self) -> BatchReport | None:
         """A pass over due retries alone (when no new clicks arrive); None if none are due.
@@ -550,8 +546,7 @@ class Dispatcher(GroupJoiner):
             planned.batch, planned.start, report, outcomes, planned.kept_back, planned.held
         )
         report.settle_s = round(time.perf_counter() - settling, 3)
-        if report.lines and planned.outcomes is not None:  # a streaming batch in flight
-            # Quiet from here: its groups ran until now (see process_retries).
+        if report.lines:  # a batch of log lines, settled: quiet from here (process_retries)
             capped = report.retries_due >= self.max_retries_per_batch
             self._last_stream_batch = (self.clock(), capped)
         if outcomes:  # chaos: a crash once the batch is closed, or handed back to Spark
