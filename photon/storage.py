@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -293,6 +292,10 @@ class ObjectStore:
         """
         if not keys:
             return pa.table({})
+        # Here, not at the top: pyarrow.dataset loads pandas (~0.2 CPU-s), which the
+        # apps' drivers and workers that import this module never use.
+        import pyarrow.dataset as pads
+
         dataset = pads.dataset(
             [f"{self.bucket}/{key}" for key in keys], filesystem=self.arrow_fs(), format="parquet"
         )

@@ -34,6 +34,7 @@ from photon.settings import PhotonSettings
 from spark_apps import streaming
 from spark_apps.contracts import RESTARTS_ENV, write_summary
 from spark_apps.session import photon_session
+from spark_apps.worker_heap import freeze_once
 
 log = structlog.get_logger(__name__)
 
@@ -110,6 +111,9 @@ def run_apps(
         for stream in streams:
             if stream.prepare is not None:
                 stream.prepare(spark)
+        # The session, the apps' clients and settings live as long as the process: out of
+        # the way of every later collection (as a Python worker's, spark_apps/worker_heap.py).
+        freeze_once("app driver")
         threads = [
             threading.Thread(
                 target=_stream_thread,

@@ -66,6 +66,7 @@ from photon.events.records import (
     decode_click,
     decode_line,
 )
+from photon.heap import collector_paused
 from photon.join.group import (
     GROUP_COUNTS,
     NO_READER,
@@ -776,19 +777,20 @@ class Dispatcher(GroupJoiner):
         clicks: dict[str, JoinClick] = {}
         quarantined: list[QuarantineRecord] = []
         duplicates = 0
-        for line in lines:
-            decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
-            if isinstance(decoded, QuarantineRecord):
-                quarantined.append(decoded)
-                continue
-            assert isinstance(decoded, ClickEvent)
-            key = str(decoded.click_id)
-            if key in clicks:
-                duplicates += 1
-                continue
-            clicks[key] = JoinClick(
-                decoded, PendingClick(key, line.raw, line.file, line.offset), False
-            )
+        with collector_paused():  # three new objects a line (docs/join.md, "The join on executors")
+            for line in lines:
+                decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
+                if isinstance(decoded, QuarantineRecord):
+                    quarantined.append(decoded)
+                    continue
+                assert isinstance(decoded, ClickEvent)
+                key = str(decoded.click_id)
+                if key in clicks:
+                    duplicates += 1
+                    continue
+                clicks[key] = JoinClick(
+                    decoded, PendingClick(key, line.raw, line.file, line.offset), False
+                )
         return _Decoded(
             len(lines), list(clicks.values()), quarantined, duplicates,
             decoding, time.perf_counter() - decoding,

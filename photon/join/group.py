@@ -34,7 +34,6 @@ the app.
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -54,6 +53,7 @@ from photon.events.records import (
     decode_query,
 )
 from photon.faults import NO_FAULTS, FaultInjector
+from photon.heap import collector_paused
 from photon.join.adapter import Adapter, schema_of
 from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
@@ -179,15 +179,8 @@ def _group_work(
 ) -> GroupWork:
     """A :class:`GroupWork` again, in the task: each click decoded from its line."""
     batch, part, now_us, replay, reader_progress_us, task_attempt = head
-    # Thousands of new objects at once: the cyclic collector would walk the young
-    # ones again and again while they are made (none of them is garbage).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():  # thousands of new objects, none of them garbage
         clicks = [_unpacked_click(*fields) for fields in zip(*columns, strict=True)]
-    finally:
-        if collecting:
-            gc.enable()
     return GroupWork(batch, part, now_us, replay, clicks, reader_progress_us, task_attempt)
 
 

@@ -29,6 +29,7 @@ import structlog
 
 from photon import metrics
 from photon.events.records import QuarantineRecord, QueryEvent, Stream, decode_line
+from photon.heap import collector_paused
 from photon.join.cache import CacheEventStore
 from photon.join.logmap import LogFileMapBuilder, QueryLine, delta_prefix, encode_run
 from photon.join.output import OutputWriter
@@ -146,16 +147,17 @@ class QueryReader:
         positions: list[QueryLine] = []
         quarantined: list[QuarantineRecord] = list(truncations)
         read: list[ReadLine] = []
-        for line in lines:
-            decoded = decode_line(Stream.QUERIES, line.file, line.offset, line.raw)
-            if isinstance(decoded, QuarantineRecord):
-                quarantined.append(decoded)
-                read.append(ReadLine(line.file, line.end, None))
-                continue
-            assert isinstance(decoded, QueryEvent)
-            raw_by_id[str(decoded.query_id)] = line.raw
-            positions.append(QueryLine(decoded.query_id, line.file, line.offset))
-            read.append(ReadLine(line.file, line.end, decoded.query_id.ts_us))
+        with collector_paused():  # a batch's objects, three a line: none of them garbage
+            for line in lines:
+                decoded = decode_line(Stream.QUERIES, line.file, line.offset, line.raw)
+                if isinstance(decoded, QuarantineRecord):
+                    quarantined.append(decoded)
+                    read.append(ReadLine(line.file, line.end, None))
+                    continue
+                assert isinstance(decoded, QueryEvent)
+                raw_by_id[str(decoded.query_id)] = line.raw
+                positions.append(QueryLine(decoded.query_id, line.file, line.offset))
+                read.append(ReadLine(line.file, line.end, decoded.query_id.ts_us))
         report.queries = len(positions)
         report.quarantined = len(quarantined)
         if quarantined:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
+import pickle
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,3 +80,49 @@ def test_ids_order_by_server_then_pid_then_time() -> None:
 def test_only_canonical_ipv4_addresses_are_accepted(ip: str) -> None:
     with pytest.raises(InvalidEventIdError, match="canonical IPv4"):
         EventId.parse(f"{ip}:4242:1767225600123456")
+
+
+def _canonical_by_the_rules(text: str) -> bool:
+    """The documented rules, spelled out slowly (the module docstring): what parse
+    must accept, whatever way it checks."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        return False
+    ip, pid, ts = parts
+    octets = ip.split(".")
+    if len(octets) != 4 or not all(o.isascii() and o.isdigit() for o in octets):
+        return False
+    if any(len(o) > 1 and o[0] == "0" for o in octets) or any(int(o) > 255 for o in octets):
+        return False
+    for value in (pid, ts):
+        if not (value.isascii() and value.isdigit()) or value[0] == "0":
+            return False
+    return 0 < int(pid) <= MAX_PID and MIN_TS_US <= int(ts) < MAX_TS_US
+
+
+near_misses = st.builds(
+    lambda ip, pid, ts, sep: f"{ip}{sep}{pid}{sep}{ts}",
+    st.one_of(ips, st.from_regex(r"[0-9.]{1,17}", fullmatch=True), st.text(max_size=8)),
+    st.one_of(pids.map(str), st.from_regex(r"[-+0-9 ]{1,11}", fullmatch=True)),
+    st.one_of(timestamps.map(str), st.from_regex(r"[0-9.+]{1,20}\n?", fullmatch=True)),
+    st.sampled_from([":", ":", ":", "::", ";"]),
+)
+
+
+@given(near_misses)
+def test_parse_accepts_exactly_the_canonical_ids(text: str) -> None:
+    assert EventId.is_valid(text) == _canonical_by_the_rules(text)
+    if EventId.is_valid(text):
+        assert str(EventId.parse(text)) == text
+
+
+def test_a_parsed_id_equals_a_built_one_and_keeps_its_text() -> None:
+    text = "10.1.2.3:4242:1767225600123456"
+    parsed, built = EventId.parse(text), EventId("10.1.2.3", 4242, 1767225600123456)
+    assert parsed == built and hash(parsed) == hash(built) and not parsed < built
+    assert str(parsed) == str(built) == text
+    assert repr(parsed) == repr(built)
+    again = pickle.loads(pickle.dumps(parsed))  # noqa: S301 (our own bytes: Spark pickles ids)
+    assert again == parsed and str(again) == text
+    changed = dataclasses.replace(parsed, pid=7)
+    assert str(changed) == "10.1.2.3:7:1767225600123456"  # its own text, not the old one
