@@ -33,8 +33,8 @@ MAX_PID = 2**32 - 1
 _DIGITS = re.compile(r"[1-9][0-9]*")
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
 _IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
-#: The whole canonical id at once: every line of every stream carries one or two, and
-#: one match (not a split, three matches and a validating constructor) halved their cost.
+#: The whole canonical id at once (every line of every stream carries one or two): one
+#: match, not a split, three matches and the constructor's own check of the address.
 _EVENT_ID = re.compile(rf"({_OCTET}(?:\.{_OCTET}){{3}}):([1-9][0-9]*):([1-9][0-9]*)")
 
 
