@@ -12,6 +12,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from registry.errors import (
+    AttemptFencedError,
+    BatchFencedError,
+    EpochConflictError,
+    GcBoundaryRegressionError,
+    InvalidTokenError,
+    RegistryError,
+    RegistryUnavailableError,
+)
+from registry.ids import EventId, InvalidEventIdError
+
 if TYPE_CHECKING:
     from registry.client import (
         GcReport,
@@ -21,43 +32,18 @@ if TYPE_CHECKING:
         RetryLimits,
         ShardStats,
     )
-    from registry.errors import (
-        AttemptFencedError,
-        BatchFencedError,
-        EpochConflictError,
-        GcBoundaryRegressionError,
-        InvalidTokenError,
-        RegistryError,
-        RegistryUnavailableError,
-    )
-    from registry.ids import EventId, InvalidEventIdError
 
-#: Where each export lives. Imported on first use (PEP 562): a process that needs only
-#: ``registry.ids`` (the log source's planning workers) does not load kazoo.
-_EXPORTS = {
-    "GcReport": "registry.client",
-    "IdRegistry": "registry.client",
-    "LookupResult": "registry.client",
-    "RegisterResult": "registry.client",
-    "RetryLimits": "registry.client",
-    "ShardStats": "registry.client",
-    "AttemptFencedError": "registry.errors",
-    "BatchFencedError": "registry.errors",
-    "EpochConflictError": "registry.errors",
-    "GcBoundaryRegressionError": "registry.errors",
-    "InvalidTokenError": "registry.errors",
-    "RegistryError": "registry.errors",
-    "RegistryUnavailableError": "registry.errors",
-    "EventId": "registry.ids",
-    "InvalidEventIdError": "registry.ids",
-}
+#: The client's names, imported on first use (PEP 562): a process that only parses ids
+#: (the log source's planning workers) does not load kazoo.
+_FROM_CLIENT = frozenset(
+    {"GcReport", "IdRegistry", "LookupResult", "RegisterResult", "RetryLimits", "ShardStats"}
+)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in _FROM_CLIENT:
         raise AttributeError(f"module 'registry' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return getattr(importlib.import_module("registry.client"), name)
 
 
 __all__ = [
