@@ -293,6 +293,11 @@ class PipelineSettings(_Section):
     #: Join the groups in Spark tasks on the executors (false: one after another in
     #: the driver's thread, as a joiner without Spark does).
     join_on_executors: bool = True
+    #: Each group's task reads the batch's log lines itself and keeps its own (the
+    #: executors need the logs at the driver's path, as for the log-file map); false:
+    #: the driver reads and decodes every line and hands each group its clicks
+    #: (docs/join.md, "The join on executors").
+    tasks_read_lines: bool = True
     #: With the groups on executors: a batch's groups run while the driver reads and
     #: plans the next one. Off by default: on a 2-core machine, where the driver and
     #: the tasks share the cores, it was slower (docs/join.md, "Batches that overlap").

@@ -76,6 +76,8 @@ class AppStream:
     parts: AppParts
     handle: streaming.Handler
     totals: Callable[[], Mapping[str, Any]]
+    #: Takes each batch as its file ranges, unread (``streaming.run``'s ``handle_ranges``).
+    handle_ranges: streaming.RangesHandler | None = None
     until_idle_s: float | None = None
     idle: Callable[[], Any] | None = None
     settled: Callable[[], bool] = lambda: True
@@ -184,6 +186,7 @@ def _stream_thread(
             settled=stream.settled,
             query_name=f"{stream.app}-{stream.parts.dc}",
             watch=lag_gauges(stream.app, stream.parts),
+            handle_ranges=stream.handle_ranges,
         )
         if stream.drain is not None:
             stream.drain()

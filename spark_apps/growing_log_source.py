@@ -27,23 +27,15 @@ went after ``offset`` bytes of it were read. The apps quarantine these
 (``spark_apps.streaming.to_lines``).
 
 Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
-finds the batch's range in Spark's offset log and :func:`read_batch` reads
-the same partitions in the driver, which then hands them to the join's Spark
-tasks. A Spark read (``read`` on an executor, collected) carried the same
-bytes through a Python worker, the JVM and back, at ~15 times the cost of
-reading them (docs/join.md, "The apps").
+finds the batch's range in Spark's offset log; the query reader's driver reads
+it (:func:`read_batch`), and the joiner hands its file ranges to the join's
+Spark tasks, each of which reads them itself. A Spark read (``read`` on an
+executor, collected) carried the same bytes through a Python worker, the JVM
+and back, at ~15 times the cost of reading them (docs/join.md, "The apps").
 
-A range is read from the file that had the planned head, under whatever name it
-has by then: a log rotated (renamed ``x.log`` to ``x.log.1``, or copied there
-and truncated) between a batch's plan or first try and its read or replay is
-read where its bytes went, and the rows keep the planned name, so a replay
-hands the joiner the very lines its first try did.
-
-How it fails: a file deleted or shrunk after planning yields the complete
-lines still there and a report row for the rest (never an error, so a replay
-of the batch reads the same and does not wedge); its offsets drop out of, or
-restart at its size in, the next plan. Other unreadable files fail the batch,
-which Spark retries.
+How a batch's ranges are planned and read (rotated files followed by their
+head, losses reported, never raised) is :mod:`photon.logs.ranges`, which the
+joiner's Spark tasks read through too.
 """
 
 from __future__ import annotations
@@ -64,16 +56,26 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from photon.events.records import QuarantineReason
 from photon.logs.offset_log import logged_position
+from photon.logs.ranges import FileRange, Offsets, file_ranges, read_range
 from photon.logs.reader import GrowingLogReader
 from spark_apps.worker_heap import freeze_once
 
 NAME = "photon_growing_log"
 
-#: A position in the logs: ``{"files": {"<name>": <byte offset>}}``.
-Offsets = dict[str, Any]
-
+__all__ = [
+    "ARROW_SCHEMA",
+    "NAME",
+    "SCHEMA",
+    "FileRange",
+    "FileRanges",
+    "GrowingLogDataSource",
+    "GrowingLogStreamReader",
+    "Offsets",
+    "batch_offsets",
+    "file_ranges",
+    "read_batch",
+]
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -85,27 +87,6 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 SCHEMA = from_arrow_schema(ARROW_SCHEMA)
-
-
-@dataclass
-class FileRange:
-    """Bytes ``[start, end)`` of one file, or (``end < start``) a truncation report.
-
-    ``report`` (``file_replaced`` / ``file_rotated``) comes first as a row of its
-    own at ``report_offset``; ``renamed_from`` is a rotated file's old name.
-    """
-
-    directory: str
-    file: str
-    start: int
-    end: int
-    report: str = ""
-    report_offset: int = 0
-    renamed_from: str = ""
-    #: The fingerprint of the file's head when the range was planned ("": it had fewer
-    #: bytes): the range is read from the file with that head, under whatever name it
-    #: has now (rotated between the plan, or a first try, and this read).
-    head: str = ""
 
 
 @dataclass
@@ -226,45 +207,6 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         pass
 
 
-def file_ranges(directory: str, start: Offsets, end: Offsets) -> list[FileRange]:
-    """What a batch from ``start`` to ``end`` reads, file by file, as the plan that
-    made ``end`` decided (:meth:`photon.logs.reader.GrowingLogReader.plan`): a file
-    whose head changed is read from 0, a new name holding a known file's head
-    (renamed) from that file's offset."""
-    begin: dict[str, int] = start.get("files", {})
-    begin_heads: dict[str, str] = start.get("heads", {})
-    end_heads: dict[str, str] = end.get("heads", {})
-    names_by_head = {head: name for name, head in begin_heads.items()}
-    moved_to = {  # old name -> the new name its content went to
-        names_by_head[head]: name
-        for name, head in end_heads.items()
-        if name not in begin
-        and head in names_by_head
-        and end_heads.get(names_by_head[head]) != head
-    }
-    renamed = {new: old for old, new in moved_to.items()}
-    ranges: list[FileRange] = []
-    for name, stop in sorted(end.get("files", {}).items()):
-        first = begin.get(name, 0)
-        part = FileRange(directory, name, first, stop, head=end_heads.get(name, ""))
-        old_head = begin_heads.get(name)
-        if name in begin and old_head is not None and end_heads.get(name) != old_head:
-            part.start = 0  # a new file under this name
-            if name not in moved_to:  # else its old content is read on under its new name
-                part.report, part.report_offset = QuarantineReason.FILE_REPLACED.value, first
-        elif name in renamed:
-            part.start = part.report_offset = begin.get(renamed[name], 0)
-            part.report, part.renamed_from = QuarantineReason.FILE_ROTATED.value, renamed[name]
-        if part.end == part.start and not part.report:
-            continue
-        ranges.append(part)
-    for name, offset in sorted(begin.items()):
-        if name not in end.get("files", {}) and name not in moved_to:  # went: said once
-            deleted = QuarantineReason.FILE_DELETED.value
-            ranges.append(FileRange(directory, name, offset, offset, deleted, offset))
-    return ranges
-
-
 def batch_offsets(checkpoint: Path, batch_id: int) -> tuple[Offsets, Offsets] | None:
     """Batch ``batch_id``'s (start, end) offsets, from Spark's offset log in ``checkpoint``.
 
@@ -296,33 +238,8 @@ def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
 
 
 def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
-    truncated = QuarantineReason.FILE_TRUNCATED.value
-    if part.report:  # replaced, renamed or gone under the reader: said first, then read
-        yield _rows(part.file, [part.report_offset], [part.renamed_from.encode()], 0, part.report)
-        if part.report == QuarantineReason.FILE_DELETED.value:
-            return
-    if part.end < part.start:  # the file shrank below its saved offset: report, read nothing
-        yield _rows(part.file, [part.end], [b""], part.start - part.end, truncated)
-        return
-    reader = GrowingLogReader(Path(part.directory))
-    # The file by its identity, not its name: rotated since the plan (renamed, or copied
-    # and truncated), its bytes are where its head went; the rows keep the planned name,
-    # so a replay reads the very lines its first try read.
-    where = reader.locate(part.file, part.head) if part.head else part.file
-    try:
-        if where is None:
-            raise FileNotFoundError(part.file)
-        got = reader.read_range_available(where, part.start, part.end)
-    except FileNotFoundError:  # deleted since the plan: its planned bytes are lost
-        deleted = QuarantineReason.FILE_DELETED.value
-        yield _rows(part.file, [part.start], [b""], part.end - part.start, deleted)
-        return
-    yield _rows(part.file, got.offsets, got.raws, 0, "")
-    if got.torn:  # a rolled-over file's torn last line: quarantined with its bytes
-        torn = QuarantineReason.TORN_LINE.value
-        yield _rows(part.file, [got.stop], [got.torn], len(got.torn), torn)
-    elif got.stop < part.end:  # shrank since the plan: what is left, then the loss
-        yield _rows(part.file, [got.stop], [b""], part.end - got.stop, truncated)
+    for rows in read_range(part):
+        yield _rows(rows.file, rows.offsets, rows.raws, rows.lost_bytes, rows.report)
 
 
 def _rows(

@@ -49,6 +49,7 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         JOINER,
         app,
         joiner.process,
+        handle_ranges=joiner.process_ranges if settings.pipeline.tasks_read_lines else None,
         totals=lambda: {
             "retries_pending": retries.pending(),
             # stamped ahead of the registry's clock: a later run joins them (docs/join.md)

@@ -25,12 +25,13 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from photon.events.records import QuarantineReason, QuarantineRecord
+from photon.events.records import QuarantineRecord
 from photon.heap import collector_paused
 from photon.join.runtime import AppParts
-from photon.logs.reader import LogLine, replaced, rotated, torn_line, went
+from photon.logs.ranges import FileRange, file_ranges, report_record
+from photon.logs.reader import LogLine
 from photon.settings import PhotonSettings
-from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
+from spark_apps.growing_log_source import NAME, Offsets, batch_offsets, read_batch
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +41,8 @@ log = structlog.get_logger(__name__)
 WATCH_EVERY_S = 1.0
 
 Handler = Callable[[str, Sequence[LogLine], Sequence[QuarantineRecord]], Any]
+#: Takes a batch as its file ranges, unread (the joiner: its Spark tasks read them).
+RangesHandler = Callable[[str, list[FileRange]], Any]
 
 
 @dataclass
@@ -98,28 +101,7 @@ def _to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
     )
     for file, offset, raw, lost_bytes, report in columns:
         if lost_bytes or report:
-            reason = QuarantineReason(report or QuarantineReason.FILE_TRUNCATED)
-            if reason is QuarantineReason.TORN_LINE:
-                truncations.append(torn_line(file, offset, raw))
-                continue
-            if reason is QuarantineReason.FILE_REPLACED:
-                truncations.append(replaced(file, offset))
-                continue
-            if reason is QuarantineReason.FILE_ROTATED:
-                truncations.append(rotated(file, raw.decode("utf-8", "replace"), offset))
-                continue
-            if reason is QuarantineReason.FILE_DELETED and not lost_bytes:
-                truncations.append(went(file, offset))
-                continue
-            truncations.append(
-                QuarantineRecord(
-                    file=file,
-                    offset=offset,
-                    reason=reason,
-                    detail=f"{reason.value.replace('_', ' ')}: {lost_bytes} bytes from "
-                    f"{offset} were lost before they were read",
-                )
-            )
+            truncations.append(report_record(file, offset, raw, lost_bytes, report))
         else:
             lines.append(LogLine(file, offset, raw))
     lines.sort(key=lambda line: (line.file, line.offset))
@@ -166,15 +148,15 @@ def stop_on_signals(*stops: Stop) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _batch_table(options: StreamOptions, df: DataFrame, batch_id: int) -> pa.Table:
+def _batch_table(
+    df: DataFrame, offsets: tuple[Offsets, Offsets] | None, directory: Path, batch_id: int
+) -> pa.Table:
     """The batch's rows: read here over the range Spark logged for it, or (an offset log
     that does not read as expected) collected from the batch's DataFrame."""
-    offsets = batch_offsets(options.checkpoint, batch_id)
     if offsets is None:
-        log.warning("stream.offset_log_unreadable", checkpoint=str(options.checkpoint),
-                    batch=batch_id)  # fmt: skip
+        log.warning("stream.offset_log_unreadable", directory=str(directory), batch=batch_id)
         return df.toArrow()
-    return read_batch(options.directory, *offsets)
+    return read_batch(directory, *offsets)
 
 
 def committed_batch_lines(
@@ -224,8 +206,13 @@ def run(
     settled: Callable[[], bool] = lambda: True,
     query_name: str = "photon",
     watch: Callable[[], Any] | None = None,
+    handle_ranges: RangesHandler | None = None,
 ) -> RunSummary:
     """Stream until ``stop`` is set, the query ends or fails, or (``until_idle_s``) idleness.
+
+    With ``handle_ranges`` each batch goes to it as the file ranges Spark's offset log
+    gives it, unread; ``handle`` then gets only a batch whose log cannot be read so
+    (collected through Spark instead).
 
     ``watch`` is called every trigger interval, and no more often than every
     :data:`WATCH_EVERY_S`, from a thread of its own, between batches and during
@@ -237,7 +224,19 @@ def run(
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
         reading = time.perf_counter()
-        lines, truncations = to_lines(_batch_table(options, df, batch_id))
+        offsets = batch_offsets(options.checkpoint, batch_id)
+        if handle_ranges is not None and offsets is not None:
+            ranges = file_ranges(str(options.directory), *offsets)
+            log.info("stream.batch_planned", query=query_name, batch=batch_id,
+                     ranges=len(ranges), bytes=sum(r.planned_bytes for r in ranges),
+                     read_s=round(time.perf_counter() - reading, 3))  # fmt: skip
+            if ranges:
+                last_data[0] = time.monotonic()
+            report = handle_ranges(batch_key(batch_id), ranges)
+            summary.batches += 1
+            summary.lines += int(getattr(report, "lines", 0))
+            return
+        lines, truncations = to_lines(_batch_table(df, offsets, options.directory, batch_id))
         # Before the handler's own line: the bench tells the driver's reading apart from
         # Spark's time between batches and the handler's (docs/join.md, "Performance").
         log.info("stream.batch_read", query=query_name, batch=batch_id, lines=len(lines),

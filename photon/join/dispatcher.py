@@ -67,6 +67,7 @@ from photon.events.records import (
     decode_line,
 )
 from photon.heap import collector_paused
+from photon.join.batch_lines import GroupReads
 from photon.join.group import (
     GROUP_COUNTS,
     NO_READER,
@@ -77,9 +78,11 @@ from photon.join.group import (
     JoinClick,
     JoinPolicy,
     part_name,
+    skip_searches_of_intact_queries,
     unjoinable_row,
 )
 from photon.join.retry import BatchStart, PendingClick, RetryStore
+from photon.logs.ranges import FileRange
 from photon.logs.reader import LogLine
 from registry.client import RegisterCounters
 
@@ -194,6 +197,17 @@ class _Planned:
     held: list[PendingClick]
     submitted: float = 0.0
     outcomes: Future[list[GroupOutcome]] | None = None
+
+
+def _settled_by(outcomes: Sequence[GroupOutcome]) -> set[str]:
+    """The clicks the groups took a decision on: settled, held or left to retry."""
+    taken = set()
+    for outcome in outcomes:
+        taken.update(outcome.resolved)
+        taken.update(line.click_id for line in outcome.held)
+        taken.update(click.line.click_id for click in outcome.not_found)
+        taken.update(line.click_id for line, _ in outcome.too_new)
+    return taken
 
 
 #: A click the registry found stamped too far ahead comes back no sooner than this.
@@ -362,6 +376,18 @@ class Dispatcher(GroupJoiner):
                 overlap=self.submit_groups is not None,
             )
 
+    def process_ranges(self, batch: str, ranges: Sequence[FileRange]) -> BatchReport:
+        """One streaming micro-batch given as its file ranges, plus due retries: each
+        shard group's task reads the ranges and takes its own lines (docs/join.md,
+        "The join on executors"), so the driver never reads or decodes them. The
+        report's line counts come from the groups."""
+        with self._lock:
+            self.finish_in_flight()
+            self._settle_open_batches(current=batch)
+            return self._process(
+                batch, [], with_retries=True, ranges=ranges, overlap=self.submit_groups is not None
+            )
+
     def process_retries(self) -> BatchReport | None:
         """A pass over due retries alone (when no new clicks arrive); None if none are due.
 
@@ -468,11 +494,14 @@ class Dispatcher(GroupJoiner):
         woken: int | None = None,
         decoded: _Decoded | None = None,
         overlap: bool = False,
+        ranges: Sequence[FileRange] | None = None,
     ) -> BatchReport:
         """``woken``: clicks the caller made due just before (a retry pass's look, made
         at almost this clock: not made again); None: this batch looks itself.
         ``decoded``: ``lines`` decoded already. ``overlap``: a first try's groups are
-        submitted and the batch left in flight (settled by :meth:`finish_in_flight`)."""
+        submitted and the batch left in flight (settled by :meth:`finish_in_flight`).
+        ``ranges``: the batch's lines are read by its groups, from these file ranges
+        (``lines`` is then empty)."""
         decoded = decoded or self._decode(lines)
         planning = time.perf_counter()
         start = self.retries.begin_batch(
@@ -497,7 +526,9 @@ class Dispatcher(GroupJoiner):
             else self.cache_lost_at(now) + self.query_window_us
         )
         if lost_at is not None:
-            self._skip_searches_of_intact_queries(clicks, lost_at, start.reader_progress_us)
+            skip_searches_of_intact_queries(
+                clicks, lost_at, start.reader_progress_us, self.give_up_margin_us
+            )
         kept_back: list[JoinClick] = []
         if with_retries and not start.replay:
             # Before the due clicks are taken: a replay, at this clock, takes these too.
@@ -523,9 +554,9 @@ class Dispatcher(GroupJoiner):
             kept_back,
             held,
         )
-        if clicks:
+        if clicks or ranges:
             self.faults.at_step("planned", batch)  # chaos: a crash with the journal written
-        works = self._split(batch, start, clicks) if clicks else []
+        works = self._split(batch, start, clicks, ranges, lost_at) if clicks or ranges else []
         planned.submitted = time.perf_counter()
         if works and overlap and not start.replay and self.submit_groups is not None:
             planned.outcomes = self.submit_groups(works)
@@ -562,11 +593,20 @@ class Dispatcher(GroupJoiner):
         self._count(report)
         return report
 
-    def _split(self, batch: str, start: BatchStart, clicks: list[JoinClick]) -> list[GroupWork]:
-        """The batch's clicks by shard group (in the groups its first try used)."""
+    def _split(
+        self,
+        batch: str,
+        start: BatchStart,
+        clicks: list[JoinClick],
+        ranges: Sequence[FileRange] | None = None,
+        lost_at: int | None = None,
+    ) -> list[GroupWork]:
+        """The batch's clicks by shard group (in the groups its first try used); with
+        ``ranges``, every group, each to read the ranges and take its own lines."""
         groups: list[list[JoinClick]] = [[] for _ in range(start.groups)]
         for click in clicks:
             groups[self.group_of(click, start.groups)].append(click)
+        shared = tuple(ranges) if ranges else ()
         return [
             GroupWork(
                 batch,
@@ -575,9 +615,12 @@ class Dispatcher(GroupJoiner):
                 start.replay,
                 group,
                 start.reader_progress_us,
+                reads=GroupReads(shared, n, start.groups) if shared else None,
+                intact_after_us=lost_at,
+                give_up_margin_us=self.give_up_margin_us,
             )
             for n, group in enumerate(groups)
-            if group
+            if group or shared
         ]
 
     def _wake_arrived(self, now: int) -> int:
@@ -661,9 +704,16 @@ class Dispatcher(GroupJoiner):
         not_found: list[JoinClick] = []
         quarantined: list[QuarantineRecord] = []
         too_new: list[tuple[PendingClick, int]] = []
+        reports: dict[tuple[str, int, str], QuarantineRecord] = {}
         for outcome in outcomes:
             for name in GROUP_COUNTS:
                 setattr(report, name, getattr(report, name) + outcome.counts[name])
+            # Groups that read their lines themselves: their share of the batch's lines.
+            report.lines += outcome.lines
+            report.duplicates_in_batch += outcome.duplicates
+            report.retries_due -= outcome.retries_dropped
+            for record in outcome.reports:  # each group says what its reads lost: once
+                reports.setdefault((record.file, record.offset, str(record.reason)), record)
             resolved += outcome.resolved
             held += outcome.held
             not_found += outcome.not_found
@@ -698,6 +748,14 @@ class Dispatcher(GroupJoiner):
                 self.register_counters.calls += outcome.register_calls
                 self.register_counters.ids += outcome.registered
                 self.register_counters.transactions += outcome.register_transactions
+        read_by_groups = sum(o.lines for o in outcomes)
+        if read_by_groups:
+            metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(read_by_groups)
+        quarantined = list(reports.values()) + quarantined
+        if kept_back:
+            # A click kept back whose line came again in the batch: its group settled it.
+            taken = _settled_by(outcomes)
+            kept_back = [c for c in kept_back if c.line.click_id not in taken]
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
         if start.replay and report.too_old:
@@ -766,10 +824,15 @@ class Dispatcher(GroupJoiner):
         """
         return {c.line.click_id for c in clicks if self._reader_past(c.event, progress_us)}
 
+    @property
+    def give_up_margin_us(self) -> int:
+        """How far past a click's time the reader must have read before it may be given
+        up on: ``retry.max_age_s``, and at least W."""
+        return max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
+
     def _reader_past(self, click: ClickEvent, progress_us: int) -> bool:
         """Whether the reader has read far enough past ``click`` to give up on it."""
-        margin_us = max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
-        return click.click_id.ts_us + margin_us <= progress_us
+        return click.click_id.ts_us + self.give_up_margin_us <= progress_us
 
     def _decode(self, lines: Sequence[LogLine]) -> _Decoded:
         """The batch's clicks, once each (log shipping duplicates lines), and its bad lines."""
@@ -798,23 +861,6 @@ class Dispatcher(GroupJoiner):
 
     def _reader_progress_now(self) -> int:
         return self.reader_progress() if self.reader_progress is not None else NO_READER
-
-    def _skip_searches_of_intact_queries(
-        self, clicks: list[JoinClick], lost_at: int, progress_us: int
-    ) -> None:
-        """New clicks whose query the cache cannot have lost skip the log search.
-
-        The reader caches every query it reads before its progress passes it, and the
-        cache has lost nothing put after ``lost_at``: such a query missing from the
-        cache is not in the logs the reader has read either (a search would be in vain:
-        most are never-joinable clicks). Not a click the reader is far enough past to
-        give up on: a click is declared unjoinable only after a search.
-        """
-        for click in clicks:
-            if click.event.query_id.ts_us > lost_at and not self._reader_past(
-                click.event, progress_us
-            ):
-                click.search_logs = False
 
     def _add_due_retries(
         self,

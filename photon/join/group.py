@@ -1,8 +1,11 @@
 """One shard group of a joiner batch: the part of the join that Spark tasks run.
 
-A batch's clicks are split by registry shard into groups (``shard % groups``);
-each group is joined on its own, in a Spark task on an executor or in the
-driver's thread (docs/join.md, "The join on executors"). For its clicks a group:
+A batch's clicks are split into groups by their id's stable hash (the registry
+shard's group: :mod:`photon.join.batch_lines`); each group is joined on its
+own, in a Spark task on an executor or in the driver's thread (docs/join.md,
+"The join on executors"). A group reads the batch's lines itself and keeps its
+own (or, for a batch the driver decoded, is handed its clicks). For its clicks
+a group:
 
 1. holds, for a grace period, new clicks another DC prefers (DC affinity), and
    looks the rest up in the IdRegistry, skipping those already joined (by any
@@ -55,6 +58,7 @@ from photon.events.records import (
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.heap import collector_paused
 from photon.join.adapter import Adapter, schema_of
+from photon.join.batch_lines import GroupReads, group_of_id, read_group
 from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
@@ -128,6 +132,14 @@ class GroupWork:
     #: the group: an earlier try may have registered clicks with the batch's token and
     #: failed before writing them (docs/join.md, "Why none is lost").
     task_attempt: int = 0
+    #: The batch's file ranges, when the group reads its new clicks itself (``clicks``
+    #: then holds only the driver's due retries): docs/join.md, "The join on executors".
+    reads: GroupReads | None = None
+    #: For the clicks it reads: a query newer than this is not searched for in the logs
+    #: (the cache cannot have lost it; None: it may have lost anything), unless the
+    #: reader is ``give_up_margin_us`` past the click (its try may give it up).
+    intact_after_us: int | None = None
+    give_up_margin_us: int = 0
 
     @property
     def replays(self) -> bool:
@@ -158,6 +170,9 @@ class GroupWork:
             self.replay,
             self.reader_progress_us,
             self.task_attempt,
+            self.reads,
+            self.intact_after_us,
+            self.give_up_margin_us,
         )
         return (_group_work, (head, columns))
 
@@ -175,13 +190,18 @@ def _flags(click: JoinClick) -> int:
 
 
 def _group_work(
-    head: tuple[str, str, int, bool, int, int], columns: tuple[list[Any], ...]
+    head: tuple[str, str, int, bool, int, int, GroupReads | None, int | None, int],
+    columns: tuple[list[Any], ...],
 ) -> GroupWork:
     """A :class:`GroupWork` again, in the task: each click decoded from its line."""
-    batch, part, now_us, replay, reader_progress_us, task_attempt = head
+    batch, part, now_us, replay, reader_progress_us, task_attempt = head[:6]
+    reads, intact_after_us, give_up_margin_us = head[6:]
     with collector_paused():  # thousands of new objects, none of them garbage
         clicks = [_unpacked_click(*fields) for fields in zip(*columns, strict=True)]
-    return GroupWork(batch, part, now_us, replay, clicks, reader_progress_us, task_attempt)
+    return GroupWork(
+        batch, part, now_us, replay, clicks, reader_progress_us, task_attempt,
+        reads, intact_after_us, give_up_margin_us,
+    )  # fmt: skip
 
 
 def _unpacked_click(
@@ -223,6 +243,13 @@ class GroupOutcome:
     register_calls: int = 0
     register_transactions: int = 0
     seconds: float = 0.0  # its own work, in the task
+    #: A group that read its clicks itself (``GroupWork.reads``): its lines, those whose
+    #: click came earlier in the batch, and due retries it dropped for a new line of
+    #: the same click; and what its reads found lost (every group reports what it saw).
+    lines: int = 0
+    duplicates: int = 0
+    retries_dropped: int = 0
+    reports: list[QuarantineRecord] = field(default_factory=list)
     pid: int = field(default_factory=os.getpid)  # the process that joined it (an executor's)
     task_attempt: int = 0  # the try of its Spark task that joined it (0: the first)
 
@@ -237,6 +264,26 @@ def preferred_dc(click_id: str, dcs: Sequence[str]) -> str:
     the work of a batch.
     """
     return dcs[stable_hash(f"{click_id}#preferred-dc") % len(dcs)]
+
+
+def skip_searches_of_intact_queries(
+    clicks: Iterable[JoinClick], intact_after_us: int, progress_us: int, give_up_margin_us: int
+) -> None:
+    """New clicks whose query the cache cannot have lost skip the log search.
+
+    The reader caches every query it reads before its progress passes it, and the
+    cache has lost nothing put after ``intact_after_us``: such a query missing from
+    the cache is not in the logs the reader has read either (a search would be in
+    vain: most are never-joinable clicks). Not a click the reader is far enough past
+    (``give_up_margin_us``) to give up on: a click is declared unjoinable only after
+    a search.
+    """
+    for click in clicks:
+        if (
+            click.event.query_id.ts_us > intact_after_us
+            and click.event.click_id.ts_us + give_up_margin_us > progress_us
+        ):
+            click.search_logs = False
 
 
 def part_name(batch: str, group: int, groups: int) -> str:
@@ -330,9 +377,11 @@ class GroupJoiner:
         return f"{self.dc}/{self.attempt}/{batch}"
 
     def group_of(self, click: JoinClick, groups: int) -> int:
-        """The group a click joins in: its registry shard's, so a task's registry
-        calls go to its own shards."""
-        return 0 if groups == 1 else self.registry.shard_of(click.event.click_id) % groups
+        """The group a click joins in: its registry shard's whenever the group count
+        divides the shard count, so a task's registry calls go to its own shards; the
+        same as the group a task that reads the line gives it
+        (:func:`photon.join.batch_lines.line_group`)."""
+        return group_of_id(click.line.click_id, groups)
 
     def join(self, work: GroupWork) -> GroupOutcome:
         """Join one group's clicks; what is left to settle comes back."""
@@ -340,12 +389,13 @@ class GroupJoiner:
         out = GroupOutcome(part=work.part, task_attempt=work.task_attempt)
         now = work.now_us
         replay = work.replays
+        clicks = work.clicks if work.reads is None else self._read_clicks(work, out)
         if replay:  # a crashed try may hold clicks under this token: find them first
-            pending, too_old = self._skip_registered(work.batch, work.clicks, True, out)
+            pending, too_old = self._skip_registered(work.batch, clicks, True, out)
             pending, out.held = self.hold_for_preferred_dc(pending, now)
-        else:  # the driver held the clicks another DC prefers (Dispatcher._process)
-            pending, too_old = self._skip_registered(work.batch, work.clicks, False, out)
-        if work.clicks:
+        else:  # held already: by the driver, or here as they were read (_read_clicks)
+            pending, too_old = self._skip_registered(work.batch, clicks, False, out)
+        if clicks:
             self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
         # Stamped beyond the registry's clock plus the skew: held (or quarantined) before
         # any query search, which a query as far ahead would wait on for as long.
@@ -432,6 +482,29 @@ class GroupJoiner:
             self.faults.at_step("written", work.batch)
         out.seconds = time.perf_counter() - started
         return out
+
+    def _read_clicks(self, work: GroupWork, out: GroupOutcome) -> list[JoinClick]:
+        """The group's new clicks, read from the batch's ranges, then its due retries:
+        what the driver does for a batch it decodes (Dispatcher._process), done here.
+
+        A due retry whose click came again in the batch's lines is dropped (the line
+        goes on). Not in a replay, the new clicks another DC prefers are held before
+        any lookup, as the driver holds its retries."""
+        assert work.reads is not None
+        got = read_group(work.reads)
+        out.lines, out.duplicates, out.reports = got.lines, got.duplicates, got.reports
+        out.quarantined += got.quarantined
+        new = [JoinClick(event, line, False) for event, line in got.clicks]
+        if work.intact_after_us is not None:
+            skip_searches_of_intact_queries(
+                new, work.intact_after_us, work.reader_progress_us, work.give_up_margin_us
+            )
+        seen = {click.line.click_id for click in new}
+        retries = [click for click in work.clicks if click.line.click_id not in seen]
+        out.retries_dropped = len(work.clicks) - len(retries)
+        if not work.replays:
+            new, out.held = self.hold_for_preferred_dc(new, work.now_us)
+        return new + retries
 
     def _too_new(self, click: JoinClick, out: GroupOutcome) -> None:
         """A click the registry found stamped too far ahead of its clock (beyond

@@ -17,13 +17,15 @@ from registry import IdRegistry
 from spark_apps.join_tasks import default_groups, spark_group_runner, spark_group_submitter
 from tests.conftest import settings_from_env
 from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
+    FEEDS,
     M_BYTES,
     W_US,
     Clock,
     DcParts,
     MakeDc,
-    batches,
+    click_batches,
     make_dc,
+    process_clicks,
     registry,
     store,
 )
@@ -64,16 +66,17 @@ def _executor_settings(
     )
 
 
-def _join_every_batch(dc: DcParts, root: Path, clock: Clock) -> list[BatchReport]:
+def _join_every_batch(dc: DcParts, root: Path, clock: Clock, feed: str) -> list[BatchReport]:
     """The DC's queries read, then its click logs joined batch by batch and drained."""
     read_every_query(dc, root)
-    reports = [dc.joiner.process(f"{n:012d}", lines) for n, lines in
-               enumerate(batches(root / dc.dc / "clicks", 16 * 1024))]  # fmt: skip
+    reports = [process_clicks(dc.joiner, f"{n:012d}", clicks) for n, clicks in
+               enumerate(click_batches(root / dc.dc / "clicks", 16 * 1024, feed))]  # fmt: skip
     dc.joiner.finish_in_flight()  # the stream's end: a batch in flight is settled
     drain(dc, clock)
     return reports
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     make_dc: MakeDc,  # noqa: F811
     store: ObjectStore,  # noqa: F811
@@ -81,6 +84,7 @@ def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     logs: tuple[Path, object],  # noqa: F811
     stack_environment: dict[str, str],
     spark: SparkSession,
+    feed: str,
 ) -> None:
     root, manifest = logs
     clock = Clock(START_US)
@@ -98,7 +102,7 @@ def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
         return outcomes
 
     a.joiner.run_groups = run_groups
-    reports = _join_every_batch(a, root, clock)
+    reports = _join_every_batch(a, root, clock, feed)
 
     assert sum(r.joined for r in reports) > 0
     assert ran_in and os.getpid() not in ran_in  # Spark's Python workers joined, not this one
@@ -108,6 +112,7 @@ def test_a_batch_split_into_shard_groups_is_joined_by_spark_tasks_exactly_once(
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_replay(
     make_dc: MakeDc,  # noqa: F811
     store: ObjectStore,  # noqa: F811
@@ -115,6 +120,7 @@ def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_rep
     logs: tuple[Path, object],  # noqa: F811
     stack_environment: dict[str, str],
     spark: SparkSession,
+    feed: str,
 ) -> None:
     """Every group's first try registers its clicks and then fails before its write, as
     a lost executor or an object store down past its retries would fail it. Spark runs
@@ -134,7 +140,7 @@ def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_rep
     )
     a.joiner.join_groups = 4
     a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
-    reports = _join_every_batch(a, root, clock)
+    reports = _join_every_batch(a, root, clock, feed)
 
     joined = [r for r in reports if r.joined]
     assert joined and all(r.task_retries for r in joined)  # each joined on a task's retry
@@ -144,6 +150,7 @@ def test_a_spark_task_retried_after_its_registry_commit_joins_its_group_as_a_rep
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
     make_dc: MakeDc,  # noqa: F811
     store: ObjectStore,  # noqa: F811
@@ -151,6 +158,7 @@ def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
     logs: tuple[Path, object],  # noqa: F811
     stack_environment: dict[str, str],
     spark: SparkSession,
+    feed: str,
 ) -> None:
     """Each batch's groups submitted as a Spark job from the submitter's thread, and the
     batch handed back before they are done (``pipeline.overlap_batches``)."""
@@ -174,7 +182,7 @@ def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
 
     a.joiner.run_groups = run_and_note
     a.joiner.submit_groups = submit_and_note
-    reports = _join_every_batch(a, root, clock)
+    reports = _join_every_batch(a, root, clock, feed)
 
     # Every streaming batch's groups went in flight (once each); retry passes ran theirs.
     streaming = [b for b in submitted + ran_at_once if b.isdigit()]

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from photon.join.batch_lines import GroupReads, read_group
+from photon.logs.ranges import Offsets, file_ranges
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 from spark_apps.streaming import batch_key, committed_batch_lines
 from tests.logrotate import ROTATIONS, rotate
@@ -42,6 +44,8 @@ def run_until(
         batches.append((batch_id, rows))
         if direct != rows:  # raised here, it would only fail the query
             mismatches.append((batch_id, rows, direct))
+        if (by_groups := read_by_groups(directory, *offsets)) != rows:  # the joiner's tasks
+            mismatches.append((batch_id, rows, by_groups))
         if batch_id == fail_batch:
             raise RuntimeError("the batch failed after its side effects")
 
@@ -69,6 +73,19 @@ def run_until(
         query.stop()
     assert mismatches == [], "the offset log's range read other rows than Spark"
     return query
+
+
+def read_by_groups(
+    directory: Path, start: Offsets, end: Offsets, groups: int = 2
+) -> list[tuple[str, int, bytes]]:
+    """The rows the joiner's group tasks read of a batch, all groups together: each line
+    once (these are no clicks: group 0 quarantines them all), each report once."""
+    ranges = tuple(file_ranges(str(directory), start, end))
+    shares = [read_group(GroupReads(ranges, n, groups)) for n in range(groups)]
+    lines = [(q.file, q.offset, q.raw) for share in shares for q in share.quarantined]
+    lines += [(line.file, line.offset, line.raw) for share in shares for _, line in share.clicks]
+    reports = {(r.file, r.offset, r.raw) for share in shares for r in share.reports}
+    return sorted(lines + list(reports))
 
 
 def lines_of(batches: Batches) -> list[tuple[str, int, bytes]]:

@@ -11,7 +11,7 @@ import pytest
 
 from photon.join.adapter import Adapter, AdClickAdapter
 from photon.join.cache import CacheEventStore, CacheLossWatch
-from photon.join.dispatcher import Dispatcher, DispatchPolicy
+from photon.join.dispatcher import BatchReport, Dispatcher, DispatchPolicy
 from photon.join.group import GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
@@ -20,6 +20,7 @@ from photon.join.progress import ReaderProgress, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
 from photon.join.runtime import cache_lost_at
+from photon.logs.ranges import FileRange, Offsets, file_ranges
 from photon.logs.reader import GrowingLogReader, LogLine
 from photon.settings import PhotonSettings, RetrySettings
 from photon.storage import ObjectStore, arrow_filesystem, s3_client
@@ -55,6 +56,38 @@ def batches(directory: Path, max_bytes: int) -> list[list[LogLine]]:
         out.append(read.lines)
         offsets = read.offsets
     return out
+
+
+def range_batches(directory: Path, max_bytes: int) -> list[list[FileRange]]:
+    """The same micro-batches as :func:`batches`, as the file ranges the streaming
+    source plans (Spark's offset log), unread: what the joiner app hands its groups."""
+    reader = GrowingLogReader(directory)
+    start: Offsets = {"files": {}, "heads": {}}
+    out = []
+    while (plan := reader.plan(start["files"], heads=start["heads"], max_bytes=max_bytes)).ranges:
+        end: Offsets = {"files": dict(plan.offsets), "heads": dict(plan.heads)}
+        out.append(file_ranges(str(directory), start, end))
+        start = end
+    return out
+
+
+#: How a test hands the joiner its click batches: as lines the driver decodes, or as
+#: file ranges its groups read (the joiner app's way).
+FEEDS = ("lines", "ranges")
+ClickBatch = list[LogLine] | list[FileRange]
+
+
+def click_batches(directory: Path, max_bytes: int, feed: str) -> list[ClickBatch]:
+    if feed == "ranges":
+        return list(range_batches(directory, max_bytes))
+    return list(batches(directory, max_bytes))
+
+
+def process_clicks(joiner: Dispatcher, batch: str, clicks: ClickBatch) -> BatchReport:
+    """One streaming batch, as lines or as ranges (see :data:`FEEDS`)."""
+    if clicks and isinstance(clicks[0], FileRange):
+        return joiner.process_ranges(batch, [r for r in clicks if isinstance(r, FileRange)])
+    return joiner.process(batch, [line for line in clicks if isinstance(line, LogLine)])
 
 
 @dataclass

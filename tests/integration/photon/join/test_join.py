@@ -29,7 +29,17 @@ from photon.tooling.stack.manager import LocalStack
 from photon.tooling.stack.ports import free_ports
 from registry import IdRegistry
 
-from .conftest import FILE_IDLE_US, Clock, DcParts, MakeDc, batches
+from .conftest import (
+    FEEDS,
+    FILE_IDLE_US,
+    ClickBatch,
+    Clock,
+    DcParts,
+    MakeDc,
+    batches,
+    click_batches,
+    process_clicks,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -82,23 +92,25 @@ def rows(store: ObjectStore, prefix: str) -> list[dict[str, Any]]:
     return found
 
 
-def run_dc(parts: DcParts, root: Path, clock: Clock, *, clicks_first: bool) -> None:
+def run_dc(
+    parts: DcParts, root: Path, clock: Clock, *, clicks_first: bool, feed: str = "lines"
+) -> None:
     """Feed a DC's logs through its reader and joiner, then drain the retry store."""
     query_batches = batches(root / parts.dc / "queries", 8 * 1024)
-    click_batches = batches(root / parts.dc / "clicks", 4 * 1024)
-    order: list[tuple[str, list[LogLine]]] = []
+    clicks = click_batches(root / parts.dc / "clicks", 4 * 1024, feed)
+    order: list[tuple[str, ClickBatch]] = []
     if clicks_first:  # every click arrives before any query: all go through retries
-        order = [("c", b) for b in click_batches] + [("q", b) for b in query_batches]
+        order = [("c", b) for b in clicks] + [("q", b) for b in query_batches]
     else:  # interleaved, as two streams arrive
-        for n in range(max(len(query_batches), len(click_batches))):
+        for n in range(max(len(query_batches), len(clicks))):
             order += [("q", b) for b in query_batches[n : n + 1]]
-            order += [("c", b) for b in click_batches[n : n + 1]]
-    for n, (kind, lines) in enumerate(order):
+            order += [("c", b) for b in clicks[n : n + 1]]
+    for n, (kind, batch) in enumerate(order):
         clock.now_us += S // 10
         if kind == "q":
-            parts.reader.process(f"{n:012d}", lines)
+            parts.reader.process(f"{n:012d}", [line for line in batch if isinstance(line, LogLine)])
         else:
-            parts.joiner.process(f"{n:012d}", lines)
+            process_clicks(parts.joiner, f"{n:012d}", batch)
     drain(parts, clock, step_s=5)
 
 
@@ -130,15 +142,16 @@ def check_exactly_once(store: ObjectStore, manifest: Manifest) -> list[dict[str,
     return joined
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 def test_two_dcs_join_every_joinable_click_exactly_once(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], feed: str
 ) -> None:
     root, manifest = logs
     clock = Clock(START_US)
     a = make_dc("a", root, clock)
     b = make_dc("b", root, clock)
-    run_dc(a, root, clock, clicks_first=False)
-    run_dc(b, root, clock, clicks_first=True)
+    run_dc(a, root, clock, clicks_first=False, feed=feed)
+    run_dc(b, root, clock, clicks_first=True, feed=feed)
 
     joined = check_exactly_once(store, manifest)
     assert {r["dc"] for r in joined} == {"a"}  # b found every click already joined
@@ -181,7 +194,13 @@ def test_a_joiner_ahead_of_its_query_reader_waits_for_it_instead_of_deferring(
         if len(slept) == 1:
             read_every_query(parts[0], root)
 
-    parts.append(make_dc("a", root, clock, skip_fresh_logs_s=3600, reader_wait_s=2.0, sleep=sleep))
+    # One group: the wait is decided per group (at least 50 of its new clicks' queries
+    # in neither store), and this workload split three ways gives each fewer.
+    parts.append(
+        make_dc(
+            "a", root, clock, skip_fresh_logs_s=3600, reader_wait_s=2.0, sleep=sleep, join_groups=1
+        )
+    )
     clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
     report = parts[0].joiner.process(f"{0:012d}", clicks)
     assert slept == [0.25] and report.reader_wait_s == 0.25  # one step: then all were cached
@@ -779,6 +798,41 @@ def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     assert all(preferred(r["click_id"]) == r["dc"] for r in joined)
 
 
+def test_with_dc_affinity_groups_that_read_their_lines_hold_what_the_other_dc_prefers(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """As above, with each group reading its batch's lines (the joiner app's way): the
+    groups hold the new clicks the other DC prefers before any lookup."""
+    root, manifest = logs
+    clock = Clock(START_US)
+    dcs = ("a", "b")
+    parts = {dc: make_dc(dc, root, clock, dcs=dcs, affinity_grace_s=3.0) for dc in dcs}
+    for dc in dcs:  # both DCs have every query cached already
+        read_every_query(parts[dc], root)
+    ranges = {dc: click_batches(root / dc / "clicks", 4 * 1024, "ranges") for dc in dcs}
+    reports = []
+    for n in range(max(len(b) for b in ranges.values())):
+        clock.now_us += S // 2
+        for dc in dcs:  # the same clicks reach both DCs at about the same time
+            if n < len(ranges[dc]):
+                reports.append(process_clicks(parts[dc].joiner, f"{n:012d}", ranges[dc][n]))
+    for _ in range(100):
+        clock.now_us += 2 * S
+        reports += [r for dc in dcs if (r := parts[dc].joiner.process_retries())]
+        if all(parts[dc].retries.pending() == 0 for dc in dcs):
+            break
+    joined = check_exactly_once(store, manifest)
+    assert sum(r.wasted for r in reports) == 0
+    assert sum(r.held for r in reports) > 0
+    assert sum(r.lines for r in reports) == sum(
+        len(lines) for dc in dcs for lines in batches(root / dc / "clicks", 4 * 1024)
+    )
+    preferred = parts["a"].joiner.preferred_dc
+    by_dc = Counter(r["dc"] for r in joined)
+    assert by_dc["a"] > 0 and by_dc["b"] > 0
+    assert all(preferred(r["click_id"]) == r["dc"] for r in joined)
+
+
 def test_with_the_preferred_dc_down_the_other_joins_after_the_grace(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
@@ -959,6 +1013,7 @@ BOUNDARIES = {
 }
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 @pytest.mark.parametrize("boundary", sorted(BOUNDARIES))
 def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing(
     make_dc: MakeDc,
@@ -966,6 +1021,7 @@ def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing
     logs: tuple[Path, Manifest],
     monkeypatch: pytest.MonkeyPatch,
     boundary: str,
+    feed: str,
 ) -> None:
     """Killed at a step boundary, the batch runs again later, when other queries have
     arrived and other retries are due: every joinable click ends joined once, every
@@ -979,10 +1035,9 @@ def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing
     read_first = len(query_batches) if boundary == "after_unjoinable_write" else 3
     for n, lines in enumerate(query_batches[:read_first]):
         a.reader.process(f"q{n}", lines)
-    click_batches = batches(root / "a" / "clicks", 8 * 1024)
-    *before, last = click_batches
-    for n, lines in enumerate(before):
-        a.joiner.process(f"{n:012d}", lines)
+    *before, last = click_batches(root / "a" / "clicks", 8 * 1024, feed)
+    for n, clicks in enumerate(before):
+        process_clicks(a.joiner, f"{n:012d}", clicks)
     for _ in range(3):  # earlier clicks come back, some until past their limits
         clock.now_us += 15 * S
         a.reader.publish_progress()
@@ -1001,7 +1056,7 @@ def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing
 
     monkeypatch.setattr(owner, method, killed)
     with pytest.raises(SystemExit):
-        a.joiner.process(crashed, last)
+        process_clicks(a.joiner, crashed, last)
     monkeypatch.undo()
 
     restarted = make_dc("a", root, clock)  # a new process on the same state
@@ -1009,7 +1064,7 @@ def test_a_batch_killed_at_any_step_and_replayed_later_loses_and_doubles_nothing
         clock.now_us += S // 10
         restarted.reader.process(f"q{n}", lines)
     clock.now_us += 7 * S  # and other retries are due now
-    replay = restarted.joiner.process(crashed, last)  # Spark runs the batch again
+    replay = process_clicks(restarted.joiner, crashed, last)  # Spark runs the batch again
     assert replay.replay == (boundary != "after_finish")
     drain(restarted, clock)
     check_exactly_once(store, manifest)
