@@ -7,7 +7,9 @@ counts, and nobody reads the counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections import Counter as Counts
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -187,3 +189,29 @@ class RegistryClientCollector(Collector):
 
 REGISTRY_CLIENTS = RegistryClientCollector()
 REGISTRY.register(REGISTRY_CLIENTS)
+
+
+def observe_many(histogram: Histogram, values: Iterable[float]) -> None:
+    """``histogram.observe`` of each of ``values`` (a labelled child, no exemplars).
+
+    A joiner batch observes the latency of every click it joined: thousands a
+    batch, each ``observe`` taking the child's lock once per bucket it touches.
+    Here each bucket and the sum move once for all of them. It relies on the
+    child's fields of the pinned ``prometheus_client`` (``_upper_bounds``,
+    ``_buckets``, ``_sum``: tests/unit/photon/test_metrics.py compares the
+    exposition with ``observe``'s) and falls back to ``observe`` without them.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None:
+        for value in values:
+            histogram.observe(value)
+        return
+    observed = list(values)
+    if not observed:
+        return
+    counts = Counts(bisect.bisect_left(bounds, value) for value in observed)
+    total.inc(sum(observed))
+    for index, count in counts.items():
+        buckets[index].inc(count)

@@ -933,9 +933,9 @@ class Dispatcher(GroupJoiner):
             value = getattr(report, outcome)
             if value:
                 metrics.CLICKS.labels(self.dc, outcome).inc(value)
-        latency = metrics.JOIN_LATENCY.labels(self.dc)
-        for us in report.latencies_us:
-            latency.observe(us / 1_000_000)
+        metrics.observe_many(
+            metrics.JOIN_LATENCY.labels(self.dc), (us / 1_000_000 for us in report.latencies_us)
+        )
         self.totals.add(report)
         metrics.RETRIES_PENDING.labels(self.dc).set(self.retries.pending())
         metrics.BEHIND_READER.labels(self.dc).set(report.behind_reader)

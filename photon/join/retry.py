@@ -18,6 +18,7 @@ the store is transactional, so a failed call changes nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -311,9 +312,15 @@ class RetryStore:
         return woken
 
     def remove(self, click_ids: Sequence[str]) -> None:
+        """Drop these clicks (those not waiting here are no error). A batch settles every
+        click it joined (thousands, most never here): one statement over a JSON array
+        costs SQLite an index probe each, and Python no call each (half the time)."""
+        if not click_ids:
+            return
         with self._transaction():
-            self._db.executemany(
-                "DELETE FROM retries WHERE click_id = ?", [(c,) for c in click_ids]
+            self._db.execute(
+                "DELETE FROM retries WHERE click_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(click_ids)),),
             )
 
     def pending(self) -> int:
