@@ -64,10 +64,9 @@ from photon.events.records import (
     QuarantineRecord,
     Stream,
     decode_click,
-    decode_line,
 )
 from photon.heap import collector_paused
-from photon.join.batch_lines import GroupReads
+from photon.join.batch_lines import GroupReads, decode_lines
 from photon.join.group import (
     GROUP_COUNTS,
     NO_READER,
@@ -835,27 +834,14 @@ class Dispatcher(GroupJoiner):
         return click.click_id.ts_us + self.give_up_margin_us <= progress_us
 
     def _decode(self, lines: Sequence[LogLine]) -> _Decoded:
-        """The batch's clicks, once each (log shipping duplicates lines), and its bad lines."""
+        """The batch's clicks, once each (log shipping duplicates lines), and its bad lines
+        (a batch the driver reads itself: ``pipeline.tasks_read_lines`` off)."""
         decoding = time.perf_counter()
-        clicks: dict[str, JoinClick] = {}
-        quarantined: list[QuarantineRecord] = []
-        duplicates = 0
         with collector_paused():  # three new objects a line (docs/join.md, "The join on executors")
-            for line in lines:
-                decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
-                if isinstance(decoded, QuarantineRecord):
-                    quarantined.append(decoded)
-                    continue
-                assert isinstance(decoded, ClickEvent)
-                key = str(decoded.click_id)
-                if key in clicks:
-                    duplicates += 1
-                    continue
-                clicks[key] = JoinClick(
-                    decoded, PendingClick(key, line.raw, line.file, line.offset), False
-                )
+            got = decode_lines(lines)
+            clicks = [JoinClick(event, line, False) for event, line in got.clicks]
         return _Decoded(
-            len(lines), list(clicks.values()), quarantined, duplicates,
+            got.lines, clicks, got.quarantined, got.duplicates,
             decoding, time.perf_counter() - decoding,
         )  # fmt: skip
 

@@ -4,12 +4,12 @@
 two executor cores and reads its ``joiner.batch`` log lines back. From them:
 
 * the **span**: from the first steady batch's start to the last one's end, wall
-  time. Between two batches the driver reads the source and plans the next:
+  time. Between two batches Spark and the driver plan the next one:
   that time belongs to the join as much as the batches' own;
 * the **serial share**: of the span, the time in which no task of the join
   ran, ``1 - sum(task_s) / span`` (``task_s``: a batch's slowest task, so the
   time its tasks ran at all). Driver planning, Spark's job round trips,
-  settling, reading the next batch: what no executor takes over;
+  settling, Spark's own work between batches: what no executor takes over;
 * **Amdahl's speed-up** at ``n`` executor cores from the serial share ``s`` at
   one core: ``1 / (s + (1 - s) / n)``. The most any cluster gives while the
   driver's part stays as it is (docs/deploy.md, "Scaling out");
@@ -17,7 +17,7 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
   over the span (the machine's busy time less the stack's services and the
   bench itself), per 1,000 joined clicks: a figure that moves less with the
   machine's speed than a rate does. The **driver's share** of it is the app's
-  Python driver process (planning, decoding, the retry store); Spark's JVM and
+  Python driver process (planning, the retry store, settling); Spark's JVM and
   its Python workers (the tasks) are the rest.
 
 How it fails: batch lines without a timestamp raise ``ValueError`` (from

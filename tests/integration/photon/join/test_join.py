@@ -18,7 +18,7 @@ import redis
 import structlog.testing
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
-from photon.join.dispatcher import GroupRunner
+from photon.join.dispatcher import BatchReport, GroupRunner
 from photon.join.group import GroupOutcome, GroupWork, JoinClick
 from photon.join.output import decode
 from photon.logs.reader import LogLine
@@ -753,6 +753,26 @@ def test_a_query_shipper_that_stalls_while_clicks_are_logged_costs_no_joinable_c
     check_unjoinable_once(store, manifest)
 
 
+def run_in_lockstep(
+    parts: dict[str, DcParts], root: Path, clock: Clock, feed: str
+) -> list[BatchReport]:
+    """Every DC's click batches, the same batch reaching every DC at about the same time,
+    then retry passes until nothing is pending anywhere; every batch's report."""
+    clicks = {dc: click_batches(root / dc / "clicks", 4 * 1024, feed) for dc in parts}
+    reports = []
+    for n in range(max(len(b) for b in clicks.values())):
+        clock.now_us += S // 2
+        for dc, part in parts.items():
+            if n < len(clicks[dc]):
+                reports.append(process_clicks(part.joiner, f"{n:012d}", clicks[dc][n]))
+    for _ in range(100):
+        clock.now_us += 2 * S
+        reports += [r for part in parts.values() if (r := part.joiner.process_retries())]
+        if all(part.retries.pending() == 0 for part in parts.values()):
+            break
+    return reports
+
+
 def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
@@ -772,18 +792,7 @@ def test_with_dc_affinity_two_dcs_in_lockstep_waste_no_join(
             return here(works)
 
         joiner.run_groups = run_groups
-    click_batches = {dc: batches(root / dc / "clicks", 4 * 1024) for dc in dcs}
-    reports = []
-    for n in range(max(len(b) for b in click_batches.values())):
-        clock.now_us += S // 2
-        for dc in dcs:  # the same clicks reach both DCs at about the same time
-            if n < len(click_batches[dc]):
-                reports.append(parts[dc].joiner.process(f"{n:012d}", click_batches[dc][n]))
-    for _ in range(100):
-        clock.now_us += 2 * S
-        reports += [r for dc in dcs if (r := parts[dc].joiner.process_retries())]
-        if all(parts[dc].retries.pending() == 0 for dc in dcs):
-            break
+    reports = run_in_lockstep(parts, root, clock, "lines")
     joined = check_exactly_once(store, manifest)
     assert sum(r.wasted for r in reports) == 0
     assert sum(r.held for r in reports) > 0
@@ -809,18 +818,7 @@ def test_with_dc_affinity_groups_that_read_their_lines_hold_what_the_other_dc_pr
     parts = {dc: make_dc(dc, root, clock, dcs=dcs, affinity_grace_s=3.0) for dc in dcs}
     for dc in dcs:  # both DCs have every query cached already
         read_every_query(parts[dc], root)
-    ranges = {dc: click_batches(root / dc / "clicks", 4 * 1024, "ranges") for dc in dcs}
-    reports = []
-    for n in range(max(len(b) for b in ranges.values())):
-        clock.now_us += S // 2
-        for dc in dcs:  # the same clicks reach both DCs at about the same time
-            if n < len(ranges[dc]):
-                reports.append(process_clicks(parts[dc].joiner, f"{n:012d}", ranges[dc][n]))
-    for _ in range(100):
-        clock.now_us += 2 * S
-        reports += [r for dc in dcs if (r := parts[dc].joiner.process_retries())]
-        if all(parts[dc].retries.pending() == 0 for dc in dcs):
-            break
+    reports = run_in_lockstep(parts, root, clock, "ranges")
     joined = check_exactly_once(store, manifest)
     assert sum(r.wasted for r in reports) == 0
     assert sum(r.held for r in reports) > 0
