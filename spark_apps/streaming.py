@@ -149,14 +149,15 @@ def stop_on_signals(*stops: Stop) -> Iterator[None]:
 
 
 def _batch_table(
-    df: DataFrame, offsets: tuple[Offsets, Offsets] | None, directory: Path, batch_id: int
+    options: StreamOptions, df: DataFrame, offsets: tuple[Offsets, Offsets] | None, batch_id: int
 ) -> pa.Table:
     """The batch's rows: read here over the range Spark logged for it, or (an offset log
     that does not read as expected) collected from the batch's DataFrame."""
     if offsets is None:
-        log.warning("stream.offset_log_unreadable", directory=str(directory), batch=batch_id)
+        log.warning("stream.offset_log_unreadable", checkpoint=str(options.checkpoint),
+                    batch=batch_id)  # fmt: skip
         return df.toArrow()
-    return read_batch(directory, *offsets)
+    return read_batch(options.directory, *offsets)
 
 
 def committed_batch_lines(
@@ -236,7 +237,7 @@ def run(
             summary.batches += 1
             summary.lines += int(getattr(report, "lines", 0))
             return
-        lines, truncations = to_lines(_batch_table(df, offsets, options.directory, batch_id))
+        lines, truncations = to_lines(_batch_table(options, df, offsets, batch_id))
         # Before the handler's own line: the bench tells the driver's reading apart from
         # Spark's time between batches and the handler's (docs/join.md, "Performance").
         log.info("stream.batch_read", query=query_name, batch=batch_id, lines=len(lines),
