@@ -201,10 +201,17 @@ def test_one_dc_killed_under_photon_run_comes_back_by_itself_while_the_other_joi
 ) -> None:
     """`photon run --dcs a,b` is both DCs' service manager: kill -9 of DC b's app leaves
     DC a running (joining b's clicks too, once their affinity grace is over), b is
-    started again by itself from its checkpoint, and the output is exactly once."""
+    started again by itself from its checkpoint, and the output is exactly once.
+
+    DC a holds the clicks b prefers for a minute, however old they are: b is sure to
+    join some of them before it is killed, however slowly it starts beside a (with
+    the default hold, only for clicks under 30 s old, a fast DC a took this backlog
+    whole now and then, and the run ended before b had joined any to be killed in)."""
     env = env | {
         "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
         "PHOTON_PIPELINE__RESTART_BACKOFF_S": "5",
+        "PHOTON_PIPELINE__AFFINITY_GRACE_S": "60",
+        "PHOTON_PIPELINE__AFFINITY_MAX_AGE_S": "0",  # held whatever their age
         "PHOTON_RETRY__MAX_AGE_S": "20",
     }
     photon(env, "gen", "--queries", "3000", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
