@@ -203,10 +203,10 @@ def test_one_dc_killed_under_photon_run_comes_back_by_itself_while_the_other_joi
     DC a running (joining b's clicks too, once their affinity grace is over), b is
     started again by itself from its checkpoint, and the output is exactly once.
 
-    DC a holds the clicks b prefers for a minute, however old they are: b is sure to
-    join some of them before it is killed, however slowly it starts beside a (with
-    the default hold, only for clicks under 30 s old, a fast DC a took this backlog
-    whole now and then, and the run ended before b had joined any to be killed in)."""
+    DC a holds the clicks b prefers for a minute, however old they are, so b joins
+    some of them before it is killed unless it starts a minute after a. With the
+    default hold (only clicks under 30 s old), a DC a that started faster sometimes
+    took the whole old backlog, and the run ended before b had joined any."""
     env = env | {
         "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
         "PHOTON_PIPELINE__RESTART_BACKOFF_S": "5",
