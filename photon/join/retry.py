@@ -152,15 +152,17 @@ class RetryStore:
         """
         wake = wake_at_progress or {}
         queries = query_ids or {}
+        pending = list(clicks)
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
+        rows: list[tuple[object, ...]] = []
         with self._transaction():
-            for click in clicks:
-                row = self._db.execute(
-                    "SELECT first_seen_us, attempts FROM retries WHERE click_id = ?",
-                    (click.click_id,),
-                ).fetchone()
-                first_seen, attempts = (now_us, 0) if row is None else (row[0], row[1])
+            # One read and one executemany, not two statements a click: a backlog's
+            # never-joinable clicks come back batch after batch (docs/join.md, "Local
+            # state"). ``known`` follows the writes, so a click given twice counts twice.
+            known = self._sightings([c.click_id for c in pending])
+            for click in pending:
+                first_seen, attempts = known.get(click.click_id, (now_us, 0))
                 attempts += 1
                 current = PendingClick(
                     click.click_id, click.raw, click.file, click.offset, first_seen, attempts
@@ -168,12 +170,8 @@ class RetryStore:
                 if self.past_limits(current, now_us) and may_expire(click.click_id):
                     expired.append(current)
                     continue
-                self._db.execute(
-                    "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
-                    "due_us, wake_progress_us, query_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
-                    "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us, "
-                    "too_new_until_us = NULL, query_id = coalesce(excluded.query_id, query_id)",
+                known[click.click_id] = (first_seen, attempts)
+                rows.append(
                     (
                         click.click_id,
                         click.raw,
@@ -184,10 +182,29 @@ class RetryStore:
                         now_us + self.backoff_us(click.click_id, attempts),
                         wake.get(click.click_id),
                         queries.get(click.click_id),
-                    ),
+                    )
                 )
                 deferred.append(current)
+            self._db.executemany(
+                "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
+                "due_us, wake_progress_us, query_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
+                "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us, "
+                "too_new_until_us = NULL, query_id = coalesce(excluded.query_id, query_id)",
+                rows,
+            )
         return deferred, expired
+
+    def _sightings(self, click_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(first sighting, attempts) of those of ``click_ids`` the store holds."""
+        if not click_ids:
+            return {}
+        rows = self._db.execute(
+            "SELECT click_id, first_seen_us, attempts FROM retries "
+            "WHERE click_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(click_ids)),),
+        ).fetchall()
+        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
     def past_limits(self, click: PendingClick, now_us: int) -> bool:
         """Past both ``max_attempts`` and ``max_age_s`` since it was first seen."""
@@ -212,19 +229,21 @@ class RetryStore:
         before then).
         """
         marked = until_us if too_new else None
-        held = 0
+        rows = [
+            (click.click_id, click.raw, click.file, click.offset, now_us, until_us, marked)
+            for click in clicks
+        ]
         with self._transaction():
-            for click in clicks:
-                # held: the reader's progress wakes it no earlier
-                self._db.execute(
-                    "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
-                    "due_us, wake_progress_us, too_new_until_us) "
-                    "VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?) "
-                    "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
-                    "wake_progress_us = NULL, too_new_until_us = excluded.too_new_until_us",
-                    (click.click_id, click.raw, click.file, click.offset, now_us, until_us, marked),
-                )
-                held += 1
+            # held: the reader's progress wakes it no earlier
+            self._db.executemany(
+                "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
+                "due_us, wake_progress_us, too_new_until_us) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?) "
+                "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
+                "wake_progress_us = NULL, too_new_until_us = excluded.too_new_until_us",
+                rows,
+            )
+        held = len(rows)
         return held
 
     def too_new(self, now_us: int) -> int:

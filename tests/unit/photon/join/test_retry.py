@@ -51,6 +51,38 @@ def test_deferring_twice_keeps_one_row(store: RetryStore) -> None:
     assert store.pending() == 1
 
 
+def test_a_batch_of_deferrals_counts_each_click_from_its_own_row(store: RetryStore) -> None:
+    """One read and one write a batch: each click's tries and first sighting still come
+    from its own row, a click given twice counts twice, and one past the limits is
+    left as it was."""
+    store.defer([click(1), click(2)], now_us=100 * S)
+    store.defer([click(2)], now_us=110 * S)
+    deferred, expired = store.defer([click(1), click(2), click(3), click(3)], now_us=170 * S)
+    assert [(c.click_id, c.attempts, c.first_seen_us) for c in deferred] == [
+        (click(1).click_id, 2, 100 * S),
+        (click(3).click_id, 1, 170 * S),
+        (click(3).click_id, 2, 170 * S),
+    ]
+    assert [(c.click_id, c.attempts) for c in expired] == [(click(2).click_id, 3)]
+
+    def due_at(now_us: int) -> set[str]:
+        return {c.click_id for c in store.due(now_us, 10)}
+
+    assert click(1).click_id not in due_at(172 * S - 1)  # its 2nd try: 2 s
+    assert click(1).click_id in due_at(172 * S)
+    assert store.contains(click(2).click_id)  # expired: the caller writes it, then removes it
+
+
+def test_holding_many_clicks_keeps_the_tries_of_those_waiting(store: RetryStore) -> None:
+    store.defer([click(1)], now_us=100 * S)
+    assert store.hold([click(1), click(2)], now_us=100 * S, until_us=103 * S) == 2
+    assert store.due(102 * S, 10) == []
+    assert [(c.click_id, c.attempts) for c in store.due(103 * S, 10)] == [
+        (click(1).click_id, 1),
+        (click(2).click_id, 0),
+    ]
+
+
 def test_a_click_expires_only_past_both_attempts_and_age(store: RetryStore) -> None:
     for t in (0, 2, 4, 6, 8):  # attempts 1..5, all within the max age
         _, expired = store.defer([click(1)], now_us=t * S)
