@@ -243,8 +243,7 @@ class RetryStore:
                 "wake_progress_us = NULL, too_new_until_us = excluded.too_new_until_us",
                 rows,
             )
-        held = len(rows)
-        return held
+        return len(rows)
 
     def too_new(self, now_us: int) -> int:
         """Clicks held as stamped too far ahead whose time less the skew is still to come."""
