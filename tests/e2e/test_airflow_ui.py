@@ -70,6 +70,9 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         "PHOTON_AIRFLOW__POSTGRES_PORT": str(pg_port),
         "PHOTON_AIRFLOW__ADMIN_PASSWORD": ADMIN_PASSWORD,
         "PHOTON_SHARDS__MAX_CLOCK_SKEW_S": "2",
+        # Recovery waits this long after fencing for writes in flight (60 s by default):
+        # the joiners write to a loopback S3, in flight for well under it.
+        "PHOTON_PIPELINE__FENCE_SETTLE_S": "5",
     }
     try:
         run(env, "up")
@@ -421,15 +424,22 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
         while not list(store.keys("joined/")):  # the DCs stream and join: kill DC b
             assert pipelines.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        b = dc_app(pipelines, "b")
-        assert b is not None
-        b.kill()
-        _, stderr = pipelines.communicate(timeout=600)
+        killed, a = dc_app(pipelines, "b"), dc_app(pipelines, "a")
+        assert killed is not None and a is not None
+        killed.kill()
+        while (restarted := dc_app(pipelines, "b")) is None or restarted.pid == killed.pid:
+            assert pipelines.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        # DC a ran on all the while b was dead and restarting: the same process
+        assert a.is_running() and dc_app(pipelines, "a") == a
+        stdout, stderr = pipelines.communicate(timeout=600)
     finally:
         if pipelines.poll() is None:
             pipelines.kill()
     assert pipelines.returncode == 0, stderr[-3000:]
     assert "query-reader+joiner[b]: restart 1 in 3 s; the other DCs run on" in stderr
+    apps = json.loads(stdout)["apps"]
+    assert {(x["dc"], x["restarts"], x["exit"]) for x in apps} == {("a", 0, 0), ("b", 1, 0)}
 
     walk = Walkthrough(ui, shots)
     window = (_minute(begin - 60), _minute(time.time() - 60))

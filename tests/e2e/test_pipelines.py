@@ -3,7 +3,9 @@
 The generator's manifest is the ground truth; the checks read the output
 objects straight from the bucket. Joiners killed mid-stream and resumed from
 their checkpoints are the chaos test's (tests/e2e/test_chaos.py: four kills,
-no duplicate at any sample, nothing missing but what recovery restores).
+no duplicate at any sample, nothing missing but what recovery restores); one DC
+killed under `photon run --dcs a,b` while the other joins on, and back by itself,
+is the on-call walkthrough's (tests/e2e/test_airflow_ui.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from photon.join.output import decode
 from photon.storage import ObjectStore, s3_client
 from photon.tooling.gen.simulator import load_manifest
 from photon.tooling.stack.manager import LocalStack
-from tests.e2e.helpers import PHOTON, dc_app, photon
+from tests.e2e.helpers import PHOTON, photon
 
 pytestmark = pytest.mark.e2e
 
@@ -194,56 +196,3 @@ def test_field_inputs_through_both_dcs_end_settled_and_exactly_once(
         assert reasons == {"unwritable": 1, "future_stamped": 1, "torn_line": 1}, reasons
     joiners = [a for a in json.loads(stdout)["apps"] if a["app"] == "joiner"]
     assert [j["held_too_new"] for j in joiners] == [1, 1]  # held for a later run, not lost
-
-
-def test_one_dc_killed_under_photon_run_comes_back_by_itself_while_the_other_joins_on(
-    local_stack: LocalStack, env: dict[str, str]
-) -> None:
-    """`photon run --dcs a,b` is both DCs' service manager: kill -9 of DC b's app leaves
-    DC a running (joining b's clicks too, once their affinity grace is over), b is
-    started again by itself from its checkpoint, and the output is exactly once.
-
-    DC a holds the clicks b prefers for a minute, however old they are, so b joins
-    some of them before it is killed unless it starts a minute after a. With the
-    default hold (only clicks under 30 s old), a DC a that started faster sometimes
-    took the whole old backlog, and the run ended before b had joined any."""
-    env = env | {
-        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",  # many batches: a run to kill into
-        "PHOTON_PIPELINE__RESTART_BACKOFF_S": "5",
-        "PHOTON_PIPELINE__AFFINITY_GRACE_S": "60",
-        "PHOTON_PIPELINE__AFFINITY_MAX_AGE_S": "0",  # held whatever their age
-        "PHOTON_RETRY__MAX_AGE_S": "20",
-    }
-    photon(env, "gen", "--queries", "3000", "--start", "2026-01-01T00:00:00", "--outage-s", "0")
-    manifest = load_manifest(Path(env["PHOTON_LOGS_ROOT"]))
-    run = subprocess.Popen(
-        [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b", "--until-idle", "8"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while len(output_rows(local_stack, env, "joined/dc=b/")) < 20:
-            assert run.poll() is None and time.monotonic() < deadline
-            time.sleep(0.3)
-        killed, a = dc_app(run, "b"), dc_app(run, "a")
-        assert killed is not None and a is not None
-        killed.kill()
-        while (restarted := dc_app(run, "b")) is None or restarted.pid == killed.pid:
-            assert run.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        # DC a ran on all the while b was dead and restarting: the same process
-        assert a.is_running() and dc_app(run, "a") == a
-        stdout, stderr = run.communicate(timeout=400)
-    finally:
-        if run.poll() is None:
-            run.kill()
-    assert run.returncode == 0, stderr[-2000:]
-    assert "query-reader+joiner[b]: restart 1 in 5 s; the other DCs run on" in stderr
-    apps = json.loads(stdout)["apps"]
-    assert {(a["dc"], a["restarts"], a["exit"]) for a in apps} == {("a", 0, 0), ("b", 1, 0)}
-    joined = Counter(r["click_id"] for r in output_rows(local_stack, env, "joined/"))
-    assert [c for c, n in joined.items() if n > 1] == []
-    assert set(joined) == set(manifest.expected_joins)
