@@ -18,19 +18,15 @@ compose-demo: install               ## the demo on the compose stack (docker-com
 	$(BIN)/photon compose demo
 
 test: install lint                  ## the whole suite: lint, unit, integration, e2e
-	# Two pytest-xdist workers, grouped (tests/conftest.py, XDIST_GROUPS).
-	# A test marked `waits` spends minutes waiting on a clock outside it (an alert
-	# rule's `for:`), a core idle meanwhile: it runs beside the workers, in a third
-	# process, its output kept in .artifacts/waits.log and shown when it ends.
+	# Worksteal: a worker left idle takes queued tests from the other (minute-long e2e
+	# tests queued behind each other on one worker made a tail).
 	# The compose stack's images build meanwhile (about one core, half of it waiting on
 	# downloads): a cold build would otherwise add minutes after the rest. Its stack's
 	# twenty containers want the whole machine: its tests run alone, after the rest.
 	@mkdir -p .artifacts; \
 	$(BIN)/photon compose build > .artifacts/compose-build.log 2>&1 & build=$$!; \
-	$(BIN)/python -m pytest -m "waits and not compose" > .artifacts/waits.log 2>&1 & waits=$$!; \
-	trap 'kill $$build $$waits 2>/dev/null; wait $$build $$waits 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -n 2 -m "not compose and not waits" || { kill $$build $$waits 2>/dev/null; wait $$build $$waits; exit 1; }; \
-	if wait $$waits; then tail -3 .artifacts/waits.log; else cat .artifacts/waits.log; kill $$build 2>/dev/null; wait $$build; exit 1; fi; \
+	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' INT TERM; \
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
 	wait $$build || { tail -25 .artifacts/compose-build.log; echo "photon compose build failed: the compose tests build again"; }; \
 	$(BIN)/python -m pytest -m compose
 

@@ -29,8 +29,7 @@ from tests.conftest import stack_env
 from tests.e2e.helpers import PHOTON
 from tests.e2e.test_photon_command import run
 
-# Three minutes of it wait on the rule's clock: `make test` runs it beside the others.
-pytestmark = [pytest.mark.e2e, pytest.mark.waits]
+pytestmark = pytest.mark.e2e
 
 
 def _get(prometheus: str, path: str, **query: str) -> Any:
