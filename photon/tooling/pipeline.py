@@ -19,6 +19,13 @@ restart safe: the app replays its last batch. Each restart is logged
 app (:data:`RESTARTS_ENV`), which reports it as ``photon_app_restarts``. A
 clean exit (status 0: idle under ``--until-idle``, or stopped) is not restarted.
 
+On fewer cores than DCs (``pipeline.staggered_start``), the DCs start one after
+another: each once the one before has logged its first joiner batch, has exited,
+or has had ``pipeline.stagger_max_wait_s``. Started together, their drivers' JVMs
+and Python workers share the cores, and every DC's first click comes late; one
+after another, the first DC's comes as soon as it would alone (docs/deploy.md,
+"Start-up"). A DC never waits on another for longer than that bound.
+
 How it fails: a child that dies within ``pipeline.crash_loop_s`` of its start
 ``pipeline.crash_loop_limit`` times in a row (a bad setting, a missing
 dependency: restarting cannot help) is given up on, with its exit status and
@@ -83,6 +90,16 @@ class Child:
     young_deaths: int = 0
     restart_at: float | None = None  # when a restart is due (time.monotonic())
     given_up: bool = False
+    log_offset: int = 0  # the log's size at its first start: what this run logged follows
+
+    def has_logged(self, event: bytes) -> bool:
+        """Whether its log, since its first start, names ``event``."""
+        try:
+            with self.log_path.open("rb") as log_file:
+                log_file.seek(self.log_offset)
+                return event in log_file.read()
+        except FileNotFoundError:
+            return False
 
     @property
     def name(self) -> str:
@@ -112,6 +129,22 @@ def restart_delay_s(pipeline: PipelineSettings, young_deaths: int) -> float:
     backoff, doubling with each death in a row of an app that died young."""
     doublings = min(max(young_deaths - 1, 0), 32)
     return float(min(pipeline.restart_backoff_s * 2**doublings, pipeline.restart_max_backoff_s))
+
+
+def starts_staggered(pipeline: PipelineSettings, dcs: int) -> bool:
+    """Whether ``photon run`` starts ``dcs`` DCs one after another (see the module
+    docstring): as set, or on ``auto`` when this process may use fewer cores."""
+    if pipeline.staggered_start != "auto":
+        return pipeline.staggered_start == "on"
+    try:
+        cores = len(os.sched_getaffinity(0))  # what taskset or a container's cpuset leaves
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores < dcs
+
+
+#: What a DC's app logs when its joiner has run its first batch: its start-up is over.
+FIRST_BATCH_EVENT = b"joiner.batch"
 
 
 def app_argv(
@@ -167,7 +200,8 @@ def run_pipelines(
 
     def launch(
         dc: str, app: str | None, apps: tuple[str, ...], idle: float | None, restarts: int
-    ) -> tuple[subprocess.Popen[bytes], tuple[Path, ...], Path]:
+    ) -> tuple[subprocess.Popen[bytes], tuple[Path, ...], Path, int]:
+        """The app's process, state directories, log, and its log's size before it."""
         state_dirs = tuple(settings.pipeline_dir(dc, a) for a in apps)
         for state_dir in state_dirs:
             state_dir.mkdir(parents=True, exist_ok=True)
@@ -175,6 +209,7 @@ def run_pipelines(
         # A DC's one application logs beside its joiner's state.
         log_path = state_dirs[-1] / "app.log"
         with log_path.open("ab") as log_file:
+            offset = log_file.tell()
             process = subprocess.Popen(
                 app_argv(app, dc, until_idle_s=idle, config=config),
                 stdout=log_file,
@@ -182,36 +217,61 @@ def run_pipelines(
                 stdin=subprocess.DEVNULL,
                 env={**child_env, RESTARTS_ENV: str(restarts)},
             )
-        return process, state_dirs, log_path
+        return process, state_dirs, log_path, offset
+
+    def start_dc(dc: str) -> list[Child]:
+        if pipeline.one_app_per_dc:
+            # The joiner decides when the run is idle; the query reader stops after it.
+            planned: list[tuple[str | None, tuple[str, ...], float | None]] = [
+                (None, (QUERY_READER, JOINER), until_idle_s)
+            ]
+        else:
+            # The query reader first: the joiner finds more in the cache. Joiners decide
+            # when the run is idle; query readers run on until every joiner has stopped
+            # (a waiting click's query may still be on its way).
+            planned = [
+                (QUERY_READER, (QUERY_READER,), None),
+                (JOINER, (JOINER,), until_idle_s),
+            ]
+        started = []
+        for app, apps, idle in planned:
+            process, state_dirs, log_path, offset = launch(dc, app, apps, idle, 0)
+            child = Child(dc, apps, log_path, process, state_dirs, app, idle, log_offset=offset)
+            started.append(child)
+        children.extend(started)
+        return started
+
+    def may_start_next() -> bool:
+        """Whether the next DC may start: not staggered, or the last one started has
+        its start-up behind it, has exited, or has had the longest wait."""
+        if not staggered or not last_started:
+            return True
+        joiner = next(c for c in last_started if JOINER in c.apps)
+        return (
+            joiner.process.poll() is not None
+            or time.monotonic() - joiner.started >= pipeline.stagger_max_wait_s
+            or joiner.has_logged(FIRST_BATCH_EVENT)
+        )
 
     previous = {s: signal.signal(s, stop_all) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for dc in dcs:
-            if pipeline.one_app_per_dc:
-                # The joiner decides when the run is idle; the query reader stops after it.
-                planned: list[tuple[str | None, tuple[str, ...], float | None]] = [
-                    (None, (QUERY_READER, JOINER), until_idle_s)
-                ]
-            else:
-                # The query reader first: the joiner finds more in the cache. Joiners decide
-                # when the run is idle; query readers run on until every joiner has stopped
-                # (a waiting click's query may still be on its way).
-                planned = [
-                    (QUERY_READER, (QUERY_READER,), None),
-                    (JOINER, (JOINER,), until_idle_s),
-                ]
-            for app, apps, idle in planned:
-                process, state_dirs, log_path = launch(dc, app, apps, idle, 0)
-                children.append(Child(dc, apps, log_path, process, state_dirs, app, idle))
-        pending = list(children)
-        while pending:
+        waiting = list(dcs)  # DCs not started yet
+        last_started: list[Child] = []
+        staggered = starts_staggered(pipeline, len(dcs))
+        if staggered and len(dcs) > 1:
+            log.info("pipeline.staggered_start", dcs=dcs, max_wait_s=pipeline.stagger_max_wait_s)
+        pending: list[Child] = []
+        while pending or (waiting and not stopping):
+            while waiting and not stopping and may_start_next():
+                last_started = start_dc(waiting.pop(0))
+                pending += last_started
             now = time.monotonic()
             for child in list(pending):
                 if child.restart_at is not None:  # dead, waiting out its backoff
                     if stopping:
                         pending.remove(child)
                     elif now >= child.restart_at:
-                        child.process, _, _ = launch(
+                        child.process, *_ = launch(
                             child.dc, child.module_app, child.apps, child.idle_s, child.restarts
                         )
                         child.started, child.restart_at = time.monotonic(), None
@@ -249,7 +309,11 @@ def run_pipelines(
                 )
                 if on_restart is not None:
                     on_restart(child, delay)
-            if until_idle_s is not None and not any(JOINER in c.apps for c in pending):
+            if (
+                until_idle_s is not None
+                and not waiting
+                and not any(JOINER in c.apps for c in pending)
+            ):
                 for child in pending:  # the joiners are done: the readers may stop
                     if child.process.poll() is None and not child.stop_sent:
                         child.process.send_signal(signal.SIGTERM)

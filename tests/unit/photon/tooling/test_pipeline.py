@@ -2,12 +2,15 @@
 
 Each stand-in writes the summary of every app it runs into that app's state
 directory, as the real apps do when they stop, and exits: a joiner-bearing one
-after a moment (idle), a query reader alone only once it is told to stop.
+after a moment (idle), a query reader alone only once it is told to stop. With
+``BATCH_AT_S`` set, a joiner-bearing one logs its first batch that long after
+its start, as a real joiner logs ``joiner.batch``.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +30,19 @@ apps = ["query-reader", "joiner"] if app == "both" else [app]
 # DC b's first DIES runs die at once, as a killed driver does (RESTARTS: told by the launcher)
 if dc == "b" and int(os.environ["PHOTON_APP_RESTARTS"]) < int(os.environ.get("DIES", "0")):
     sys.exit(3)
-stopped = []
+stopped, started_at, batch_at = [], time.time(), None
 signal.signal(signal.SIGTERM, lambda *_: stopped.append("signal"))
 idle_at = time.monotonic() + float(os.environ.get("IDLE_AFTER_S", "0.5"))
+first_batch_at = time.monotonic() + float(os.environ.get("BATCH_AT_S", "inf"))
 while not stopped and ("joiner" not in apps or time.monotonic() < idle_at):
+    if "joiner" in apps and batch_at is None and time.monotonic() >= first_batch_at:
+        batch_at = time.time()
+        print('{"event": "joiner.batch", "lines": 10}', flush=True)
     time.sleep(0.05)
 for name in apps:
     (state_root / dc / name).mkdir(parents=True, exist_ok=True)
-    summary = {"app": name, "dc": dc, "stopped_by": stopped[0] if stopped else "idle"}
+    summary = {"app": name, "dc": dc, "stopped_by": stopped[0] if stopped else "idle",
+               "started_at": started_at, "batch_at": batch_at}
     (state_root / dc / name / "summary.json").write_text(json.dumps(summary))
 """
 
@@ -53,11 +61,14 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
 
 
 def settings(tmp_path: Path, one_app_per_dc: bool, **pipeline: Any) -> PhotonSettings:
+    """The DCs started together unless a test staggers them (on any machine's cores)."""
     return PhotonSettings(
         logs_root=tmp_path / "logs",
         dcs=["a", "b"],
         pipeline=PipelineSettings(
-            state_root=tmp_path / "state", one_app_per_dc=one_app_per_dc, **pipeline
+            state_root=tmp_path / "state",
+            one_app_per_dc=one_app_per_dc,
+            **({"staggered_start": "off"} | pipeline),
         ),
     )
 
@@ -134,3 +145,76 @@ def test_a_dc_that_keeps_dying_young_is_given_up_on_once_the_others_are_done(
 def test_restart_backoff_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="restart_max_backoff_s"):
         PipelineSettings(restart_backoff_s=10, restart_max_backoff_s=5)
+
+
+def _summary(children: list[pipeline.Child], dc: str) -> dict[str, Any]:
+    return next(
+        s for c in children for s in app_summaries(c) if s["dc"] == dc and s["app"] == JOINER
+    )
+
+
+@pytest.mark.parametrize("one_app_per_dc", [True, False])
+def test_staggered_dcs_start_each_once_the_one_before_has_joined_its_first_batch(
+    tmp_path: Path, launched: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+    one_app_per_dc: bool,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("BATCH_AT_S", "0.6")
+    monkeypatch.setenv("IDLE_AFTER_S", "1.5")
+    children = run_pipelines(
+        settings(tmp_path, one_app_per_dc, staggered_start="on"), ["a", "b"], until_idle_s=1.0
+    )
+    a, b = _summary(children, "a"), _summary(children, "b")
+    assert a["batch_at"] is not None and b["started_at"] >= a["batch_at"]
+    # ...and not once a had stopped: the DCs ran side by side after their start-ups
+    assert b["started_at"] < a["started_at"] + 1.5
+    assert {(s["dc"], s["exit"]) for c in children for s in app_summaries(c)} == {
+        ("a", 0), ("b", 0)
+    }  # fmt: skip
+
+
+def test_a_staggered_dc_waits_for_the_one_before_no_longer_than_its_bound(
+    tmp_path: Path, launched: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IDLE_AFTER_S", "3")  # DC a never logs a batch, and runs 3 s
+    children = run_pipelines(
+        settings(tmp_path, True, staggered_start="on", stagger_max_wait_s=0.5),
+        ["a", "b"],
+        until_idle_s=1.0,
+    )
+    waited = _summary(children, "b")["started_at"] - _summary(children, "a")["started_at"]
+    assert 0.5 <= waited < 2.0
+
+
+def test_a_staggered_dc_whose_predecessor_dies_starts_at_once(
+    tmp_path: Path, launched: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DIES", "1")  # DC b, started first, dies at once: a does not wait on it
+    launched_at = time.time()
+    children = run_pipelines(
+        settings(tmp_path, True, staggered_start="on", restart_backoff_s=3.0),
+        ["b", "a"],
+        until_idle_s=1.0,
+    )
+    assert [argv[5] for argv in launched] == ["b", "a", "b"]  # b again, after its backoff
+    a = _summary(children, "a")
+    assert a["started_at"] - launched_at < 2.0  # not after b's 3 s backoff
+    assert a["exit"] == 0 and a["stopped_by"] == "idle"
+    assert _summary(children, "b")["restarts"] == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "cores", "staggered"),
+    [("auto", 1, True), ("auto", 2, False), ("auto", 4, False), ("on", 8, True), ("off", 1, False)],
+)
+def test_auto_staggers_where_this_process_may_use_fewer_cores_than_dcs(
+    monkeypatch: pytest.MonkeyPatch, setting: str, cores: int, staggered: bool
+) -> None:
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    assert pipeline.starts_staggered(PipelineSettings(staggered_start=setting), 2) is staggered
+
+
+def test_stagger_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="staggered_start"):
+        PipelineSettings(staggered_start="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="stagger_max_wait_s"):
+        PipelineSettings(stagger_max_wait_s=0)
