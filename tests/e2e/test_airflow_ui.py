@@ -426,7 +426,9 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
     try:
         deadline = time.monotonic() + 300
         store = _store(env)
-        while not list(store.keys("joined/")):  # the DCs stream and join: kill DC b
+        # The DCs stream and join (on one core DC b starts after DC a's first batch):
+        # kill DC b.
+        while not list(store.keys("joined/")) or dc_app(pipelines, "b") is None:
             assert pipelines.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
         killed, a = dc_app(pipelines, "b"), dc_app(pipelines, "a")
