@@ -9,6 +9,7 @@ its start, as a real joiner logs ``joiner.batch``.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -209,8 +210,9 @@ def test_a_staggered_dc_whose_predecessor_dies_starts_at_once(
 def test_auto_staggers_where_this_process_may_use_fewer_cores_than_dcs(
     monkeypatch: pytest.MonkeyPatch, setting: str, cores: int, staggered: bool
 ) -> None:
-    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda _pid: set(range(cores)))
-    assert pipeline.starts_staggered(PipelineSettings(staggered_start=setting), 2) is staggered
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    configured = PipelineSettings.model_validate({"staggered_start": setting})
+    assert pipeline.starts_staggered(configured, 2) is staggered
 
 
 def test_stagger_settings_are_checked() -> None:
