@@ -90,16 +90,23 @@ class Child:
     young_deaths: int = 0
     restart_at: float | None = None  # when a restart is due (time.monotonic())
     given_up: bool = False
-    log_offset: int = 0  # the log's size at its first start: what this run logged follows
+    #: Where the next look into its log starts: the log's size at its first start, then
+    #: as far as :meth:`has_logged` has read (asked every 0.2 s: it reads each byte once).
+    log_offset: int = 0
 
     def has_logged(self, event: bytes) -> bool:
         """Whether its log, since its first start, names ``event``."""
         try:
             with self.log_path.open("rb") as log_file:
                 log_file.seek(self.log_offset)
-                return event in log_file.read()
+                new = log_file.read()
         except FileNotFoundError:
             return False
+        if event in new:
+            return True  # not read past: asked again, it says so again
+        # the event may be cut at the end of what is written so far: read its start again
+        self.log_offset += max(0, len(new) - len(event) + 1)
+        return False
 
     @property
     def name(self) -> str:
