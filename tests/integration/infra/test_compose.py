@@ -172,6 +172,46 @@ def test_every_image_is_pinned_and_every_build_starts_from_the_debian_release(
     assert upstream == {"minio", "minio-init", "grafana"}
 
 
+def _stage_uids() -> dict[str, int]:
+    """Each Dockerfile stage's user id: its last ``USER`` (or its parent's), by the uid
+    that ``useradd --uid`` gave that name in it or a stage it is built from."""
+    parts = re.split(r"^FROM\s+(\S+)\s+AS\s+(\S+)\s*$", DOCKERFILE.read_text(), flags=re.MULTILINE)
+    uids: dict[str, int] = {}  # user name -> uid, as the stages add them
+    users: dict[str, str] = {}  # stage -> its user name
+    stage_uids: dict[str, int] = {}
+    for parent, stage, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        for uid, name in re.findall(
+            r"useradd\b[^\n]*?--uid\s+(\d+)[^\n]*?\s(\w+)\s*(?:\\|&&|$)", body, re.MULTILINE
+        ):
+            uids[name] = int(uid)
+        named = re.findall(r"^USER\s+(\S+)", body, re.MULTILINE)
+        users[stage] = named[-1] if named else users.get(parent, "root")
+        stage_uids[stage] = uids.get(users[stage], 0)
+    return stage_uids
+
+
+def test_the_services_that_share_a_volume_run_as_one_uid(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """A named volume is created owned as the first container to mount it has that
+    directory; the next container of another uid could not write it."""
+    stage_uids = _stage_uids()
+    assert stage_uids["photon"] == stage_uids["airflow"] == 10001 and stage_uids["runtime"] == 0
+    by_volume: dict[str, dict[str, int]] = {}
+    for name, service in services.items():
+        build = service.get("build")
+        if not build:
+            continue
+        for mount in service.get("volumes", []):
+            source = mount["source"] if isinstance(mount, dict) else mount.split(":")[0]
+            if not source.startswith(("/", ".")):
+                by_volume.setdefault(source, {})[name] = stage_uids[build["target"]]
+    shared = {volume: owners for volume, owners in by_volume.items() if len(owners) > 1}
+    assert {"logs-a", "logs-b", "state-a", "state-b"} <= shared.keys()
+    for volume, owners in shared.items():
+        assert len(set(owners.values())) == 1, f"{volume}: {owners}"
+
+
 def test_the_clusters_spark_is_the_pinned_pyspark(services: dict[str, dict[str, Any]]) -> None:
     """Master and workers run the image's pip-installed Spark, installed from the lock."""
     pins = dict(
