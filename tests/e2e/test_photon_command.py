@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import stack_env
@@ -21,10 +24,24 @@ PHOTON = str(Path(sys.executable).parent / "photon")
 def run(
     env: dict[str, str], *args: str, check: bool = True, timeout_s: float = 400
 ) -> subprocess.CompletedProcess[str]:
+    """Runs `photon ARGS`; past `timeout_s` it is sent SIGTERM first, so a command
+    that started apps (chaos, run) stops them rather than leaving them to init."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
-    result = subprocess.run(
-        [PHOTON, *args], env=clean | env, capture_output=True, text=True, timeout=timeout_s
-    )
+    with subprocess.Popen(
+        [PHOTON, *args], env=clean | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    ) as process:  # fmt: skip
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+            raise
+    result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -53,10 +70,48 @@ def test_up_status_gen_scan_down(tmp_path: Path) -> None:
         assert scan["b"]["clicks"]["events"] == gen["dcs"]["b"]["click_lines"]
         refused = run(env, "gen", "--queries", "500", check=False)
         assert refused.returncode == 2 and "--clean" in refused.stderr
+        _chaos_stopped_by_sigterm_stops_its_apps(env, tmp_path)
     finally:
         down = run(env, "down", "--purge")
     assert "stopped: zk1, zk2, zk3, redis, s3" in down.stdout
     assert json.loads(run(env, "stack", "status", "--json", check=False).stdout)["healthy"] is False
+
+
+def _chaos_stopped_by_sigterm_stops_its_apps(env: dict[str, str], tmp_path: Path) -> None:
+    """SIGTERM to `photon chaos` (a timeout, Ctrl-C's cousin) stops the DC apps it started:
+    none is left running under init with its JVM and Python workers."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
+    argv = [
+        PHOTON, "chaos", "--queries", "8000", "--rate", "400", "--outage-s", "4",
+        "--restart-after-s", "2", "--report-dir", str(tmp_path / "chaos"),
+    ]  # fmt: skip
+    with subprocess.Popen(
+        argv, env=clean | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as chaos:
+        apps: list[psutil.Process] = []
+        jvms: list[psutil.Process] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and chaos.poll() is None:
+            tree = psutil.Process(chaos.pid).children(recursive=True)
+            apps = [p for p in tree if "spark_apps." in " ".join(_cmdline(p))]
+            jvms = [p for p in tree if "org.apache.spark" in " ".join(_cmdline(p))]
+            if len(apps) >= 2 and jvms:  # the apps are up, their Spark JVMs too
+                break
+            time.sleep(0.5)
+        assert len(apps) >= 2 and jvms, "the chaos run started no DC apps"
+        everything = psutil.Process(chaos.pid).children(recursive=True)
+        chaos.terminate()
+        code = chaos.wait(timeout=90)
+    _, alive = psutil.wait_procs(everything, timeout=30)
+    assert not alive, [_cmdline(p) for p in alive]
+    assert code == 128 + signal.SIGTERM
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 def test_gen_with_the_same_seed_twice_writes_identical_files(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ of the stream, too few queries) raises ``ValueError`` naming the field.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -146,7 +147,8 @@ class ChaosConfig:
         if self.outage_s > longest:
             raise ValueError(
                 f"an outage of {self.outage_s:g} s does not end by {OUTAGE_ENDS_BY:.0%} of a "
-                f"{self.duration_s:.0f} s stream: at most {longest:.0f} s (or more queries)"
+                f"{self.duration_s:.0f} s stream: at most {math.floor(longest * 10) / 10:g} s "
+                "(or more queries)"
             )
 
     @property

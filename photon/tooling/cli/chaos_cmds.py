@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,6 +127,12 @@ def chaos(
                 "no standalone Spark master runs in this stack: `photon up --spark-cluster` first",
                 param_hint="--spark-cluster",
             )
+
+    def stop(signum: int, _frame: object) -> None:
+        # through the harness's finally: the DC apps it started stop with it, not run on
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     with tempfile.TemporaryDirectory(prefix="photon-chaos-") as workdir:
         report = run_chaos(
             settings,

@@ -146,6 +146,11 @@ def test_the_config_refuses_an_outage_that_would_not_end_by_half_the_stream() ->
     ChaosConfig()  # the defaults: 180 s of an 800 s stream, from 27% to 49.5%
     with pytest.raises(ValueError, match="does not end by 50%"):
         ChaosConfig(queries=800_000, query_rate=1_000, outage_s=190)
+    # the longest it allows, as it says it, is allowed (not rounded up past the limit)
+    with pytest.raises(ValueError, match=r"at most 4\.6 s") as refused:
+        ChaosConfig(queries=8_000, query_rate=400, outage_s=5)
+    allowed = float(str(refused.value).split("at most ")[1].split(" s")[0])
+    ChaosConfig(queries=8_000, query_rate=400, outage_s=allowed, restart_after_s=2)
     with pytest.raises(ValueError, match="sample_s must be positive"):
         ChaosConfig(sample_s=0)
     every = [name for name, _ in scheduled(ChaosConfig())]
