@@ -76,6 +76,7 @@ from photon.join.group import (
     GroupWork,
     JoinClick,
     JoinPolicy,
+    Waiting,
     part_name,
     skip_searches_of_intact_queries,
     unjoinable_row,
@@ -204,7 +205,7 @@ def _settled_by(outcomes: Sequence[GroupOutcome]) -> set[str]:
     for outcome in outcomes:
         taken.update(outcome.resolved)
         taken.update(line.click_id for line in outcome.held)
-        taken.update(click.line.click_id for click in outcome.not_found)
+        taken.update(waiting.line.click_id for waiting in outcome.not_found)
         taken.update(line.click_id for line, _ in outcome.too_new)
     return taken
 
@@ -700,7 +701,7 @@ class Dispatcher(GroupJoiner):
         now = start.now_us
         resolved: list[str] = []  # retry-store clicks settled by this batch
         held = list(held)
-        not_found: list[JoinClick] = []
+        not_found: list[Waiting] = []
         quarantined: list[QuarantineRecord] = []
         too_new: list[tuple[PendingClick, int]] = []
         reports: dict[tuple[str, int, str], QuarantineRecord] = {}
@@ -775,17 +776,17 @@ class Dispatcher(GroupJoiner):
 
         # Only a click a group searched the logs for may expire: not one kept back.
         read_past = self._read_past(not_found, start.reader_progress_us)
-        not_found += kept_back
+        not_found += [Waiting.of(click) for click in kept_back]
         # A click whose query the reader had not read yet is tried again once it has.
         wake = {
-            c.line.click_id: c.event.query_id.ts_us
-            for c in not_found
-            if not self.reader_has_read(c.event.query_id, start.reader_progress_us)
+            w.line.click_id: w.query_ts_us
+            for w in not_found
+            if w.query_ts_us > start.reader_progress_us
         }
         deferred, expired = self.retries.defer(
-            (c.line for c in not_found), now, may_expire=read_past.__contains__,
+            (w.line for w in not_found), now, may_expire=read_past.__contains__,
             wake_at_progress=wake,
-            query_ids={c.line.click_id: str(c.event.query_id) for c in not_found},
+            query_ids={w.line.click_id: w.query_id for w in not_found},
         )  # fmt: skip
         report.behind_reader = sum(
             1 for c in deferred if c.click_id not in read_past and self.retries.past_limits(c, now)
@@ -812,7 +813,7 @@ class Dispatcher(GroupJoiner):
         key = self.output.quarantine(batch, Stream.CLICKS.value, records)
         report.objects.append(key or "")
 
-    def _read_past(self, clicks: list[JoinClick], progress_us: int) -> set[str]:
+    def _read_past(self, clicks: list[Waiting], progress_us: int) -> set[str]:
         """The clicks the DC's query reader has read far enough past to give up on.
 
         A click may be declared unjoinable only once the reader has provably read
@@ -821,7 +822,8 @@ class Dispatcher(GroupJoiner):
         reader that is stopped, slow or behind never turns a joinable click
         unjoinable, and a query shipped up to that long after its click is found.
         """
-        return {c.line.click_id for c in clicks if self._reader_past(c.event, progress_us)}
+        margin = self.give_up_margin_us
+        return {c.line.click_id for c in clicks if c.click_ts_us + margin <= progress_us}
 
     @property
     def give_up_margin_us(self) -> int:

@@ -41,7 +41,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -110,6 +110,24 @@ class JoinClick:
 
 def _join_click(line: PendingClick, from_retry: bool, ours: bool, search_logs: bool) -> JoinClick:
     return JoinClick(decode_click(line.raw), line, from_retry, ours, search_logs)
+
+
+class Waiting(NamedTuple):
+    """A click no query was found for, as the driver defers or expires it: its line,
+    its query's id and the two times those decisions read. Not the decoded click: a
+    group's not-found clicks are sent back to the driver by every batch, and decoding
+    each one again there (its ids parsed and checked) was a third of the driver's
+    CPU a batch (docs/join.md, "The join on executors")."""
+
+    line: PendingClick
+    click_ts_us: int
+    query_id: str
+    query_ts_us: int
+
+    @classmethod
+    def of(cls, click: JoinClick) -> Waiting:
+        event = click.event
+        return cls(click.line, event.click_id.ts_us, str(event.query_id), event.query_id.ts_us)
 
 
 #: The progress a joiner without a query reader to wait for works with: past every time.
@@ -226,7 +244,7 @@ class GroupOutcome:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUP_COUNTS, 0))
     resolved: list[str] = field(default_factory=list)  # settled: leave the retry store
     held: list[PendingClick] = field(default_factory=list)  # another DC's, for the grace
-    not_found: list[JoinClick] = field(default_factory=list)  # no query yet: defer or expire
+    not_found: list[Waiting] = field(default_factory=list)  # no query yet: defer or expire
     #: Clicks quarantined by the group, never registered: their joined row cannot be
     #: written, or they are stamped beyond any sane clock (``future_stamped``).
     quarantined: list[QuarantineRecord] = field(default_factory=list)
@@ -412,7 +430,7 @@ class GroupJoiner:
         for click in pending:
             query = found.get(str(click.event.query_id))
             if query is None:
-                out.not_found.append(click)
+                out.not_found.append(Waiting.of(click))
                 continue
             fields = self.adapter.adapt(click.event, query)
             if fields is None:
