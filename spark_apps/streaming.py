@@ -39,6 +39,11 @@ log = structlog.get_logger(__name__)
 #: from its checkpoint and journal): at a short trigger (the bench's 0.05 s) calling it
 #: every trigger cost the joiner's driver a third as much CPU as its batches.
 WATCH_EVERY_S = 1.0
+#: The shortest interval between two looks at a running query's status (and calls of
+#: its ``idle`` callback): two py4j calls each, which at the bench's 0.05 s trigger
+#: were an eighth of the joiner's driver CPU. A retry pass waits for a second of quiet
+#: anyway (docs/join.md, "Batches that overlap").
+STATUS_EVERY_S = 0.25
 
 Handler = Callable[[str, Sequence[LogLine], Sequence[QuarantineRecord]], Any]
 #: Takes a batch as its file ranges, unread (the joiner: its Spark tasks read them).
@@ -360,7 +365,7 @@ def _watch(
     """Until a signal, the query's end, or (``until_idle_s``) idleness; says which."""
     busy_at = time.monotonic()
     while True:
-        stop.wait(options.trigger_s)
+        stop.wait(max(options.trigger_s, STATUS_EVERY_S))
         if stop.is_set():
             return stop.reason
         if not query.isActive:
