@@ -751,7 +751,8 @@ class Dispatcher(GroupJoiner):
         read_by_groups = sum(o.lines for o in outcomes)
         if read_by_groups:
             metrics.LINES_READ.labels(self.dc, Stream.CLICKS.value).inc(read_by_groups)
-        quarantined = list(reports.values()) + quarantined
+        self._count_quarantined(quarantined, report)  # the groups wrote these themselves
+        quarantined = list(reports.values())
         if kept_back:
             # A click kept back whose line came again in the batch: its group settled it.
             taken = _settled_by(outcomes)
@@ -768,7 +769,7 @@ class Dispatcher(GroupJoiner):
                 too_old=report.too_old,
                 listed=f"too_old/dc={self.dc}/ (reason too_old)",
             )
-        if quarantined:  # written before they leave the retry store: a crash loses none
+        if quarantined:  # what the groups' reads lost, once (each group reports it)
             self._quarantine(batch, quarantined, report)
         for line, in_range_us in too_new:  # held until in range, without counting a try
             until = max(in_range_us, now + _TOO_NEW_RECHECK_US)
@@ -807,11 +808,14 @@ class Dispatcher(GroupJoiner):
     ) -> None:
         """Write a batch's quarantine records (those its object lacks: a replay's go to
         the object's next part) and count them."""
+        self._count_quarantined(records, report)
+        key = self.output.quarantine(batch, Stream.CLICKS.value, records)
+        report.objects.append(key or "")
+
+    def _count_quarantined(self, records: Sequence[QuarantineRecord], report: BatchReport) -> None:
         report.quarantined += len(records)
         for record in records:
             metrics.QUARANTINED_LINES.labels(self.dc, Stream.CLICKS.value, str(record.reason)).inc()
-        key = self.output.quarantine(batch, Stream.CLICKS.value, records)
-        report.objects.append(key or "")
 
     def _read_past(self, clicks: list[Waiting], progress_us: int) -> set[str]:
         """The clicks the DC's query reader has read far enough past to give up on.

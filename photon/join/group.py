@@ -52,6 +52,7 @@ from photon.events.records import (
     QuarantineReason,
     QuarantineRecord,
     QueryEvent,
+    Stream,
     decode_click,
     decode_query,
 )
@@ -246,7 +247,9 @@ class GroupOutcome:
     held: list[PendingClick] = field(default_factory=list)  # another DC's, for the grace
     not_found: list[Waiting] = field(default_factory=list)  # no query yet: defer or expire
     #: Clicks quarantined by the group, never registered: their joined row cannot be
-    #: written, or they are stamped beyond any sane clock (``future_stamped``).
+    #: written, or they are stamped beyond any sane clock (``future_stamped``), and the
+    #: group's bad lines. Written by the group (its part's quarantine object); the driver
+    #: counts them.
     quarantined: list[QuarantineRecord] = field(default_factory=list)
     #: Clicks stamped ahead of the registry's clock by more than its skew, each with the
     #: time (on the clicks' clock) from which it may be in range: held until then.
@@ -498,6 +501,13 @@ class GroupJoiner:
             out.objects += self.output.unjoinable(work.part, too_old_rows, too_old=True)
         if out.registered and out.latencies_us:  # chaos: a crash after a write it won
             self.faults.at_step("written", work.batch)
+        if out.quarantined:
+            # Written here, in the task, as its joined rows are (the driver only counts
+            # them): before the driver settles the batch, so a retried click quarantined
+            # leaves the retry store only once its record is in (a replay's go to the
+            # object's next part).
+            key = self.output.quarantine(work.part, Stream.CLICKS.value, out.quarantined)
+            out.objects.append(key or "")
         out.seconds = time.perf_counter() - started
         return out
 
