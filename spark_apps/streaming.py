@@ -40,9 +40,9 @@ log = structlog.get_logger(__name__)
 #: every trigger cost the joiner's driver a third as much CPU as its batches.
 WATCH_EVERY_S = 1.0
 #: The shortest interval between two looks at a running query's status (and calls of
-#: its ``idle`` callback): two py4j calls each, which at the bench's 0.05 s trigger
-#: were an eighth of the joiner's driver CPU. A retry pass waits for a second of quiet
-#: anyway (docs/join.md, "Batches that overlap").
+#: its ``idle`` callback): two py4j calls each, 20 a second at the bench's 0.05 s
+#: trigger. A retry pass waits for a second of quiet anyway (docs/join.md, "Batches
+#: that overlap").
 STATUS_EVERY_S = 0.25
 
 Handler = Callable[[str, Sequence[LogLine], Sequence[QuarantineRecord]], Any]

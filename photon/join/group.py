@@ -116,9 +116,9 @@ def _join_click(line: PendingClick, from_retry: bool, ours: bool, search_logs: b
 class Waiting(NamedTuple):
     """A click no query was found for, as the driver defers or expires it: its line,
     its query's id and the two times those decisions read. Not the decoded click: a
-    group's not-found clicks are sent back to the driver by every batch, and decoding
-    each one again there (its ids parsed and checked) was a third of the driver's
-    CPU a batch (docs/join.md, "The join on executors")."""
+    group's not-found clicks are sent back to the driver by every batch, and the
+    driver decoded each one again there, its ids parsed and checked (docs/join.md,
+    "The join on executors")."""
 
     line: PendingClick
     click_ts_us: int
