@@ -506,7 +506,12 @@ class GroupJoiner:
             # them): before the driver settles the batch, so a retried click quarantined
             # leaves the retry store only once its record is in (a replay's go to the
             # object's next part).
-            key = self.output.quarantine(work.part, Stream.CLICKS.value, out.quarantined)
+            key = self.output.quarantine(
+                work.part,
+                Stream.CLICKS.value,
+                out.quarantined,
+                replay_of=work.batch if replay else None,
+            )
             out.objects.append(key or "")
         out.seconds = time.perf_counter() - started
         return out

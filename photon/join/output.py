@@ -332,15 +332,35 @@ class OutputWriter:
         return written
 
     def quarantine(
-        self, batch: str, stream: str, records: Sequence[QuarantineRecord]
+        self,
+        batch: str,
+        stream: str,
+        records: Sequence[QuarantineRecord],
+        *,
+        replay_of: str | None = None,
     ) -> str | None:
         """Write a batch's quarantine records; those its object lacks (a replay may
         report more: a click found unwritable, a file that went meanwhile) go to the
-        object's next part, as click rows do. The key written; None when no records."""
+        object's next part, as click rows do. The key written; None when none is new.
+
+        ``batch`` may be a group's part of a batch (``<batch>.g<n>``); in a replay of
+        that batch (``replay_of``), records already in any of the batch's quarantine
+        objects are left out too: a try of the batch by a version whose driver wrote
+        every group's records under the batch's own name wrote them there."""
         if not records:
             return None
         rows = [{"dc": self.dc, "stream": stream, **r.to_dict()} for r in records]
         key = quarantine_key(self.dc, stream, self.attempt, batch)
+        if replay_of is not None:
+            whole = quarantine_key(self.dc, stream, self.attempt, replay_of)
+            written: set[tuple[str, int, str]] = set()
+            for part_key in self.store.keys(whole.removesuffix("parquet")):
+                data = self.store.get(part_key)
+                if data is not None:
+                    written.update(_quarantined(r) for r in decode(data))
+            rows = [r for r in rows if _quarantined(r) not in written]
+            if not rows:
+                return None
         return self._put_rows(key, rows, QUARANTINE, "quarantine", identity=_quarantined)
 
     def _put_rows(

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from photon.join.output import JOINED_BASE, OutputWriter, attempt_keys, event_hour
+from photon.events.records import QuarantineReason, QuarantineRecord
+from photon.join.output import JOINED_BASE, OutputWriter, attempt_keys, decode, event_hour
 from photon.ops.params import Window
 from photon.ops.verify import read_outputs
 from photon.storage import ObjectStore
@@ -51,6 +52,36 @@ def test_a_batch_of_two_hours_writes_an_object_per_hour_and_a_replay_only_what_t
     assert again == [keys[0], f"joined/dc=a/hour={HOUR_11}/run1/000000000003.r1.parquet"]
     assert writer.written_ids("000000000003", [HOUR_11]) == {ids[2], str(late["click_id"])}
     assert len(attempt_keys(store, "joined", "a", "run1")) == 3
+
+
+def test_a_groups_quarantine_part_in_a_replay_adds_only_what_no_object_of_the_batch_has(
+    store: ObjectStore,
+) -> None:
+    writer = OutputWriter(store, "a", "run1")
+    bad = [
+        QuarantineRecord(
+            f"clicks/10.2.0.1.{n:06d}.log", 100 * n, QuarantineReason.INVALID_JSON, "x"
+        )
+        for n in range(3)
+    ]
+    # A first try written under the batch's own name (every group's records at once, as
+    # a driver that wrote them did), then the replay's group 1 with one record more.
+    first = writer.quarantine("000000000007", "clicks", bad[:2])
+    prefix = "quarantine/dc=a/stream=clicks/run1/000000000007"
+    assert first == f"{prefix}.parquet"
+    again = writer.quarantine("000000000007.g001", "clicks", bad, replay_of="000000000007")
+    assert again == f"{prefix}.g001.parquet"
+    objects = [decode(store.get(key) or b"") for key in sorted(store.keys(prefix))]
+    written = [(r["file"], r["offset"]) for rows in objects for r in rows]
+    assert sorted(written) == sorted((r.file, r.offset) for r in bad)  # each once
+    # Another replay of it: nothing new, nothing written.
+    assert writer.quarantine("000000000007.g001", "clicks", bad, replay_of="000000000007") is None
+    # Not a replay: the group's part is its own (a retried task's try dedupes within it).
+    assert writer.quarantine("000000000008.g000", "clicks", bad[:1]) is not None
+    assert writer.quarantine("000000000008.g000", "clicks", bad[:1]) == (
+        "quarantine/dc=a/stream=clicks/run1/000000000008.g000.parquet"
+    )
+    assert len(list(store.keys("quarantine/dc=a/stream=clicks/run1/000000000008"))) == 1
 
 
 def test_a_window_is_read_from_its_own_hours_objects_only(store: ObjectStore) -> None:
