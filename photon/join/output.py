@@ -325,11 +325,17 @@ class OutputWriter:
                 if kind == "joined"
                 else unjoinable_key(self.dc, self.attempt, batch, hour, too_old=kind == "too_old")
             )
-            for part_key in self.store.keys(key.removesuffix("parquet")):
-                data = self.store.get(part_key)
-                if data is not None:
-                    written.update(r["click_id"] for r in decode(data))
+            for rows in self._parts_of(key):
+                written.update(r["click_id"] for r in rows)
         return written
+
+    def _parts_of(self, key: str) -> Iterator[list[dict[str, Any]]]:
+        """The rows of every object written under ``key``'s name: its parts (``.rN``)
+        and, for a batch's name, each group's (``.gNNN``)."""
+        for part_key in self.store.keys(key.removesuffix("parquet")):
+            data = self.store.get(part_key)
+            if data is not None:
+                yield decode(data)
 
     def quarantine(
         self,
@@ -353,11 +359,7 @@ class OutputWriter:
         key = quarantine_key(self.dc, stream, self.attempt, batch)
         if replay_of is not None:
             whole = quarantine_key(self.dc, stream, self.attempt, replay_of)
-            written: set[tuple[str, int, str]] = set()
-            for part_key in self.store.keys(whole.removesuffix("parquet")):
-                data = self.store.get(part_key)
-                if data is not None:
-                    written.update(_quarantined(r) for r in decode(data))
+            written = {_quarantined(r) for part in self._parts_of(whole) for r in part}
             rows = [r for r in rows if _quarantined(r) not in written]
             if not rows:
                 return None
