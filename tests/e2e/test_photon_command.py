@@ -21,14 +21,18 @@ pytestmark = pytest.mark.e2e
 PHOTON = str(Path(sys.executable).parent / "photon")
 
 
+def _environment(env: dict[str, str]) -> dict[str, str]:
+    """This process's environment without its PHOTON_ settings, then ``env``'s."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")} | env
+
+
 def run(
     env: dict[str, str], *args: str, check: bool = True, timeout_s: float = 400
 ) -> subprocess.CompletedProcess[str]:
     """Runs `photon ARGS`; past `timeout_s` it is sent SIGTERM first, so a command
     that started apps (chaos, run) stops them rather than leaving them to init."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
     with subprocess.Popen(
-        [PHOTON, *args], env=clean | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [PHOTON, *args], env=_environment(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     ) as process:  # fmt: skip
         try:
@@ -80,13 +84,12 @@ def test_up_status_gen_scan_down(tmp_path: Path) -> None:
 def _chaos_stopped_by_sigterm_stops_its_apps(env: dict[str, str], tmp_path: Path) -> None:
     """SIGTERM to `photon chaos` (a timeout, Ctrl-C's cousin) stops the DC apps it started:
     none is left running under init with its JVM and Python workers."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PHOTON_")}
     argv = [
         PHOTON, "chaos", "--queries", "8000", "--rate", "400", "--outage-s", "4",
         "--restart-after-s", "2", "--report-dir", str(tmp_path / "chaos"),
     ]  # fmt: skip
     with subprocess.Popen(
-        argv, env=clean | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv, env=_environment(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) as chaos:
         apps: list[psutil.Process] = []
         jvms: list[psutil.Process] = []

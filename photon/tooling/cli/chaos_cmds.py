@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +10,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from photon.tooling.cli.common import JsonOption, err, out, print_json, settings_of
+from photon.tooling.cli.common import (
+    JsonOption,
+    err,
+    exit_on_sigterm,
+    out,
+    print_json,
+    settings_of,
+)
 
 _FIGURES = (
     "clicks_in",
@@ -127,12 +133,7 @@ def chaos(
                 "no standalone Spark master runs in this stack: `photon up --spark-cluster` first",
                 param_hint="--spark-cluster",
             )
-
-    def stop(signum: int, _frame: object) -> None:
-        # through the harness's finally: the DC apps it started stop with it, not run on
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
+    exit_on_sigterm()  # through the harness's finally: the DC apps it started stop too
     with tempfile.TemporaryDirectory(prefix="photon-chaos-") as workdir:
         report = run_chaos(
             settings,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +18,16 @@ out = Console()
 err = Console(stderr=True)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM ends the command as Ctrl-C would, through its ``finally`` blocks: what it
+    started (a Docker daemon, a chaos run's apps) stops with it, not left to init."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def settings_of(ctx: typer.Context) -> PhotonSettings:

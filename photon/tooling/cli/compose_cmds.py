@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +9,7 @@ from typing import Annotated
 import typer
 
 from photon.tooling.cli.audit_view import print_audit
-from photon.tooling.cli.common import out
+from photon.tooling.cli.common import exit_on_sigterm, out
 
 compose_app = typer.Typer(
     help="The platform in containers: docker-compose.yml on this machine's Docker engine.",
@@ -39,10 +38,7 @@ def compose_build() -> None:
     from photon.tooling.compose.demo import build_images
     from photon.tooling.compose.engine import DockerEngine, image_of
 
-    def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)  # through the finally: the daemon we started stops
-
-    signal.signal(signal.SIGTERM, stop)
+    exit_on_sigterm()  # through the finally: the daemon we started stops
     with tempfile.TemporaryDirectory(prefix="photon-compose-build-") as workdir:
         engine = DockerEngine(_repo(), Path(workdir) / "engine")
         engine.ensure_running()
