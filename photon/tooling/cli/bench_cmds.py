@@ -9,10 +9,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from photon.tooling.bench import compare as compare_bench
-from photon.tooling.bench import pipeline as pipeline_bench
-from photon.tooling.bench import registry as registry_bench
-from photon.tooling.bench import verify as verify_bench
 from photon.tooling.cli.common import JsonOption, out, print_json, settings_of, working
 
 bench_app = typer.Typer(help="Benchmarks on the running local stack.", no_args_is_help=True)
@@ -26,6 +22,8 @@ def bench_registry(
     json_out: JsonOption = False,
 ) -> None:
     """IdRegistry throughput: unbatched vs batched vs raw kazoo multi, and lookups."""
+    from photon.tooling.bench import registry as registry_bench
+
     settings = settings_of(ctx)
     with working("benchmarking the IdRegistry...") as status:
         result = registry_bench.run(
@@ -92,6 +90,8 @@ def bench_pipeline(
     """Both DC pipelines: the joiner's 1->2 core speed-up against the machine's ceiling,
     serial share and CPU per 1,000 joined clicks, latency at a fixed rate (end to end and
     from availability), the knee (highest rate with p90 <= 5 s), cache, waste."""
+    from photon.tooling.bench import pipeline as pipeline_bench
+
     settings_of(ctx)  # validates the settings; each phase sets its own roots and bucket
     with working("benchmarking the pipelines...") as status:
 
@@ -182,6 +182,8 @@ def bench_compare(
 ) -> None:
     """Photon against Spark's own stream-stream join on the same logs: events/s,
     completeness, duplicates across DCs."""
+    from photon.tooling.bench import compare as compare_bench
+
     settings_of(ctx)  # validates the settings; each run sets its own roots and bucket
     with working("comparing with Spark's own join...") as status:
         data = compare_bench.run(
@@ -226,6 +228,8 @@ def bench_verify(
     json_out: JsonOption = False,
 ) -> None:
     """Verification of a one-hour window at 1x and 10x the output: its time stays flat."""
+    from photon.tooling.bench import verify as verify_bench
+
     settings = settings_of(ctx)
     with working("benchmarking verification...") as status:
         result = verify_bench.run(

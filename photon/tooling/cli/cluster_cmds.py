@@ -14,8 +14,6 @@ from typing import Annotated
 
 import typer
 
-from photon.tooling.stack.spark import daemon_env, master_argv, worker_argv
-
 cluster_app = typer.Typer(
     help="Spark standalone daemons in the foreground (compose's cluster services).",
     no_args_is_help=True,
@@ -31,6 +29,8 @@ UiPort = Annotated[int, typer.Option(min=1, max=65535, help="Web UI port (/json/
 
 
 def _exec(argv: list[str], host: str) -> None:
+    from photon.tooling.stack.spark import daemon_env
+
     # Spark binds its RPC port and web UI to SPARK_LOCAL_IP: the one host given.
     os.execve(argv[0], argv, {**os.environ, **daemon_env(host)})  # noqa: S606 (our argv)
 
@@ -38,6 +38,8 @@ def _exec(argv: list[str], host: str) -> None:
 @cluster_app.command("master")
 def master(host: Host = "127.0.0.1", port: PortOption = 7077, ui_port: UiPort = 8080) -> None:
     """Run a Spark standalone master (the pinned pip-installed Spark)."""
+    from photon.tooling.stack.spark import master_argv
+
     _exec(master_argv(host, port, ui_port), host)
 
 
@@ -58,6 +60,8 @@ def worker(
         raise typer.BadParameter(
             f"{master_url!r} is not spark://HOST:PORT", param_hint="MASTER_URL"
         )
+    from photon.tooling.stack.spark import worker_argv
+
     work_dir.mkdir(parents=True, exist_ok=True)
     argv = worker_argv(
         master_url, host=host, port=port, ui_port=ui_port, cores=cores,

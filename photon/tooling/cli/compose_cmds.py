@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from photon.tooling.cli.audit_view import print_audit
 from photon.tooling.cli.common import exit_on_sigterm, out
 
 compose_app = typer.Typer(
@@ -68,6 +67,7 @@ def compose_demo(
 ) -> None:
     """`make demo` on the compose stack: build the images, up, live logs through both DCs'
     pipelines on the Spark cluster, the same audit; down -v. Exit 1 unless exactly once."""
+    from photon.tooling.cli.audit_view import print_audit
     from photon.tooling.compose.demo import DemoOptions, run_demo
 
     options = DemoOptions(queries=queries, rate=rate, settle_timeout_s=settle_timeout_s, keep=keep)

@@ -16,7 +16,7 @@ import time
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -27,27 +27,21 @@ from rich.table import Table
 from photon.errors import PhotonError
 from photon.events.records import Stream
 from photon.logconfig import FORMAT_ENV, LEVELS, configure_logging
-from photon.logs.scan import scan_dc
-from photon.security.s3_access import write_policy_files
-from photon.storage import ObjectStore
-from photon.tooling.audit import audit, first_joined_at_us
 from photon.tooling.cli import chaos_cmds, compose_cmds, ops_cmds, pipeline_cmds, status_cmds
 from photon.tooling.cli.airflow_cmds import airflow_app
-from photon.tooling.cli.audit_view import print_audit
 from photon.tooling.cli.bench_cmds import bench_app
 from photon.tooling.cli.cluster_cmds import cluster_app
 from photon.tooling.cli.common import JsonOption, err, out, settings_of, working
 from photon.tooling.cli.registry_cmds import registry_app
-from photon.tooling.gen.model import GenConfig
-from photon.tooling.gen.simulator import live_until, load_manifest, simulate, write
-from photon.tooling.observe.recorder import METRICS_FILE, read_records
-from photon.tooling.observe.report import AUDIT_FILE, ReportError
-from photon.tooling.observe.report import write as report_write
-from photon.tooling.pipeline import reset_state
-from photon.tooling.runs import environment, namespace
 from photon.tooling.stack import compose_env
-from photon.tooling.stack.manager import LocalStack, StackError, StackStatus
 from registry import RegistryError
+
+if TYPE_CHECKING:
+    from photon.tooling.stack.manager import StackStatus
+
+# A command imports what only it needs (Spark, boto3, redis, the simulator...) in its
+# body: every `photon` call, `--help` included, would otherwise pay for all of them
+# (docs/ARCHITECTURE.md, "Choices").
 
 app = typer.Typer(
     name="photon",
@@ -139,6 +133,8 @@ def up(
     ] = False,
 ) -> None:
     """Start the local stack (idempotent) and print its endpoints."""
+    from photon.tooling.stack.manager import LocalStack
+
     settings = settings_of(ctx)
     what = "ZooKeeper ensemble, Redis, S3" + (", Spark cluster" if spark_cluster else "")
     with working(f"starting the local stack ({what})..."):
@@ -152,6 +148,8 @@ def down(
     purge: Annotated[bool, typer.Option(help="Also delete the stack's data directories.")] = False,
 ) -> None:
     """Stop exactly the processes `photon up` started, and nothing else."""
+    from photon.tooling.stack.manager import LocalStack
+
     report = LocalStack(settings_of(ctx)).down(purge=purge)
     if not report.stopped and not report.already_gone:
         out.print("no local stack was running")
@@ -166,6 +164,8 @@ def down(
 @stack_app.command("status")
 def stack_status(ctx: typer.Context, json_out: JsonOption = False) -> None:
     """Health of every service of the local stack; exit 1 when unhealthy."""
+    from photon.tooling.stack.manager import LocalStack
+
     status = LocalStack(settings_of(ctx)).status()
     _print_status(status, json_out)
     if not status.healthy:
@@ -181,6 +181,8 @@ def stack_s3_policies(
 ) -> None:
     """Write the least-privilege S3 policy of every service (MinIO/IAM JSON), for the
     configured bucket and DCs; compose's MinIO init job applies them."""
+    from photon.security.s3_access import write_policy_files
+
     settings = settings_of(ctx)
     written = write_policy_files(out_dir, settings.s3.bucket, settings.dcs)
     for path in written:
@@ -344,6 +346,9 @@ def gen(
     json_out: JsonOption = False,
 ) -> None:
     """Simulate ad servers: write query and click logs for every DC, plus a manifest."""
+    from photon.tooling.gen.model import GenConfig
+    from photon.tooling.gen.simulator import live_until, simulate, write
+
     settings = settings_of(ctx)
     try:
         cfg = GenConfig(
@@ -434,6 +439,8 @@ def logs_scan(
     json_out: JsonOption = False,
 ) -> None:
     """Read every log line as the pipelines will: events, duplicates, quarantined lines."""
+    from photon.logs.scan import scan_dc
+
     settings = settings_of(ctx)
     dcs = dc or settings.dcs
     for name in dcs:
@@ -488,6 +495,10 @@ def report(
 ) -> None:
     """Redraw the Photon paper's figures (7-13) for a recorded run: an HTML page, PNG charts
     and the numbers behind each."""
+    from photon.tooling.observe.recorder import METRICS_FILE, read_records
+    from photon.tooling.observe.report import AUDIT_FILE, ReportError
+    from photon.tooling.observe.report import write as report_write
+
     if not (run / METRICS_FILE).is_file():
         raise typer.BadParameter(f"{run / METRICS_FILE} does not exist", param_hint="--run")
     records = read_records(run)
@@ -536,6 +547,8 @@ def demo(
     rate: Annotated[float, typer.Option(help="Queries per second, live.", min=1.0)] = 50.0,
 ) -> None:
     """The main job on embedded defaults: live logs through both DCs' pipelines, then an audit."""
+    from photon.tooling.runs import environment, namespace
+
     # A registry root, a bucket and cache keys of the run's own: a stack left running
     # by an earlier run (or by `photon up`) cannot answer for this run's clicks. The
     # demo's defaults give way to the caller's environment; both last as long as the run.
@@ -546,6 +559,16 @@ def demo(
 
 
 def _demo(ctx: typer.Context, stamp: str, *, keep: bool, queries: int, rate: float) -> None:
+    from photon.storage import ObjectStore
+    from photon.tooling.audit import audit, first_joined_at_us
+    from photon.tooling.cli.audit_view import print_audit
+    from photon.tooling.gen.simulator import load_manifest
+    from photon.tooling.observe.recorder import read_records
+    from photon.tooling.observe.report import AUDIT_FILE
+    from photon.tooling.observe.report import write as report_write
+    from photon.tooling.pipeline import reset_state
+    from photon.tooling.stack.manager import LocalStack, StackError
+
     settings = settings_of(ctx)
     stack = LocalStack(settings)
     outage_s = 20.0

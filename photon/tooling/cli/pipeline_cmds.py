@@ -6,7 +6,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from photon.apps import JOINER, QUERY_READER
 from photon.settings import PipelineSettings
 from photon.tooling.cli.common import err, print_json, settings_of
-from photon.tooling.observe.recorder import MetricsRecorder
-from photon.tooling.pipeline import APPS, Child, app_argv, app_summaries, reset_state, run_pipelines
+
+if TYPE_CHECKING:
+    from photon.tooling.pipeline import Child
 
 DcOption = Annotated[str, typer.Option("--dc", help="The datacenter to run.")]
 UntilIdle = Annotated[
@@ -33,6 +34,8 @@ UntilIdle = Annotated[
 def _exec_app(ctx: typer.Context, app: str, dc: str, until_idle: float | None) -> None:
     settings = settings_of(ctx)  # validates the settings before Spark starts
     settings.dc_logs(dc)
+    from photon.tooling.pipeline import app_argv
+
     config: Path | None = ctx.find_root().obj
     argv = app_argv(app, dc, until_idle_s=until_idle, config=config)
     sys.stdout.flush()
@@ -82,6 +85,9 @@ def run(
     Ctrl-C (or SIGTERM) stops every app cleanly. At the end, prints a JSON
     summary of what each app did.
     """
+    from photon.tooling.observe.recorder import MetricsRecorder
+    from photon.tooling.pipeline import APPS, app_summaries, reset_state, run_pipelines
+
     settings = settings_of(ctx)
     chosen = [*(dc or []), *(d.strip() for d in (dcs or "").split(",") if d.strip())]
     names = list(dict.fromkeys(chosen)) or settings.dcs

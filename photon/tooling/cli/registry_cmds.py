@@ -13,9 +13,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from photon.ops.gc import advance_and_collect
-from photon.ops.reshard import check_acknowledged
-from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.tooling.cli.common import JsonOption, err, out, print_json, settings_of
 from registry import EventId, IdRegistry, InvalidEventIdError
@@ -40,6 +37,8 @@ def _ids(values: list[str]) -> list[str]:
 
 @contextmanager
 def _registry(ctx: typer.Context) -> Iterator[tuple[PhotonSettings, IdRegistry]]:
+    from photon.registry_access import connect_registry
+
     settings = settings_of(ctx)
     reg = connect_registry(settings)
     try:
@@ -126,6 +125,8 @@ def reshard(
     json_out: JsonOption = False,
 ) -> None:
     """Append a sharding epoch starting at now + skew (compare-and-set)."""
+    from photon.ops.reshard import check_acknowledged
+
     settings = settings_of(ctx)
     skew = settings.shards.max_clock_skew_s if skew_s is None else skew_s
     if skew < settings.shards.max_clock_skew_s:
@@ -155,6 +156,8 @@ def gc(
     json_out: JsonOption = False,
 ) -> None:
     """Advance GC boundaries to now - retention (never back) and delete expired buckets."""
+    from photon.ops.gc import advance_and_collect
+
     with _registry(ctx) as (settings, reg):
         count = reg.sharding().max_shards
         if shard is not None and shard >= count:

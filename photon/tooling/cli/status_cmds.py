@@ -13,8 +13,6 @@ import typer
 from rich.live import Live
 
 from photon.tooling.cli.common import JsonOption, out, print_json, settings_of
-from photon.tooling.observe.dashboard import render
-from photon.tooling.observe.status import RegistryProbe, collect
 
 
 def status(
@@ -33,6 +31,9 @@ def status(
 ) -> None:
     """Every DC's pipelines, the registry and the cache, live (Ctrl-C to leave); exit 1 with
     --json or --once when something needs attention. Piped (no terminal) it draws once."""
+    from photon.tooling.observe.dashboard import render
+    from photon.tooling.observe.status import RegistryProbe, collect
+
     settings = settings_of(ctx)
     probe = RegistryProbe(settings)  # one registry session for every snapshot
     first = collect(settings, probe=probe)

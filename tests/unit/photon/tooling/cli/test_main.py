@@ -26,6 +26,23 @@ def private_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PHOTON_STACK__STATE_DIR", str(tmp_path / "state"))
 
 
+def test_the_command_line_loads_without_the_libraries_only_some_commands_use() -> None:
+    """`photon --help`, `photon status`, `photon registry ...`: none of them pays for Spark,
+    boto3, redis, Arrow or Great Expectations unless its own command needs them (kazoo's
+    few modules come with the registry's errors, which every command may raise)."""
+    import subprocess
+
+    heavy = ("pyspark", "boto3", "redis", "pyarrow", "great_expectations", "pandas", "numpy")
+    probe = (
+        "import sys; import photon.tooling.cli.main; "
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "", f"the CLI module imports {loaded} at load time"
+
+
 def test_parse_start_accepts_today_now_and_iso() -> None:
     assert parse_start("2026-01-01T00:00:00") == 1_767_225_600_000_000
     assert parse_start("2026-01-01T01:00:00+01:00") == 1_767_225_600_000_000
