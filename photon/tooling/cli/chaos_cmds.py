@@ -17,6 +17,7 @@ from photon.tooling.cli.common import (
     out,
     print_json,
     settings_of,
+    writable_dir,
 )
 
 _FIGURES = (
@@ -133,6 +134,7 @@ def chaos(
                 "no standalone Spark master runs in this stack: `photon up --spark-cluster` first",
                 param_hint="--spark-cluster",
             )
+    writable_dir(report_dir, "--report-dir")
     exit_on_sigterm()  # through the harness's finally: the DC apps it started stop too
     with tempfile.TemporaryDirectory(prefix="photon-chaos-") as workdir:
         report = run_chaos(

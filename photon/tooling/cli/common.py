@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,20 @@ def settings_of(ctx: typer.Context) -> PhotonSettings:
     """The settings, from the root command's --config (else $PHOTON_CONFIG)."""
     config_file: Path | None = ctx.find_root().obj
     return load_settings(config_file)
+
+
+def writable_dir(path: Path, flag: str) -> Path:
+    """``path``, made if missing; a bad value of ``flag`` when it cannot be made or
+    written (checked before the command starts anything that would write there)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"cannot make {path}: {exc.strerror or exc}", param_hint=flag
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"{path} is not writable", param_hint=flag)
+    return path
 
 
 def print_json(data: Any) -> None:

@@ -31,7 +31,7 @@ from photon.tooling.cli import chaos_cmds, compose_cmds, ops_cmds, pipeline_cmds
 from photon.tooling.cli.airflow_cmds import airflow_app
 from photon.tooling.cli.bench_cmds import bench_app
 from photon.tooling.cli.cluster_cmds import cluster_app
-from photon.tooling.cli.common import JsonOption, err, out, settings_of, working
+from photon.tooling.cli.common import JsonOption, err, out, settings_of, working, writable_dir
 from photon.tooling.cli.registry_cmds import registry_app
 from photon.tooling.stack import compose_env
 from registry import RegistryError
@@ -184,7 +184,7 @@ def stack_s3_policies(
     from photon.security.s3_access import write_policy_files
 
     settings = settings_of(ctx)
-    written = write_policy_files(out_dir, settings.s3.bucket, settings.dcs)
+    written = write_policy_files(writable_dir(out_dir, "--out"), settings.s3.bucket, settings.dcs)
     for path in written:
         out.print(str(path))
 
@@ -263,6 +263,7 @@ def stack_compose_env(
     (never overwrites an existing .env)."""
     if not example.is_file():
         raise typer.BadParameter(f"{example} does not exist", param_hint="--example")
+    writable_dir(out_path.parent, "--out")
     try:
         made = compose_env.write(example, out_path)
     except FileExistsError as exc:
@@ -501,12 +502,13 @@ def report(
 
     if not (run / METRICS_FILE).is_file():
         raise typer.BadParameter(f"{run / METRICS_FILE} does not exist", param_hint="--run")
+    out_dir = writable_dir(out_dir or run / "report", "--out")
     records = read_records(run)
     dcs = sorted(records[-1]["status"]["dcs"]) if records else []
     audit_path = run / AUDIT_FILE
     audit = json.loads(audit_path.read_text()) if audit_path.is_file() else None
     try:
-        page = report_write(records, dcs, out_dir or run / "report", source=str(run), audit=audit)
+        page = report_write(records, dcs, out_dir, source=str(run), audit=audit)
     except ReportError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
@@ -680,6 +682,8 @@ def main() -> None:
         )
     except USER_ERRORS as exc:
         _fail(str(exc))
+    except OSError as exc:  # a file or device a step could not use: said, not a traceback
+        _fail(str(exc), 1)
     except typer.Exit as exc:  # --help, typer.Exit: their own status
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from photon.apps import JOINER, QUERY_READER
 from photon.settings import PipelineSettings
-from photon.tooling.cli.common import err, print_json, settings_of
+from photon.tooling.cli.common import err, print_json, settings_of, writable_dir
 
 if TYPE_CHECKING:
     from photon.tooling.pipeline import Child
@@ -102,7 +102,14 @@ def run(
         except ValidationError as exc:
             raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="--master") from None
         env["PHOTON_PIPELINE__SPARK_MASTER"] = master
-    if fresh:
+    if record is not None and settings.pipeline.metrics_base_port == 0:
+        raise typer.BadParameter(
+            "the apps serve no metrics (pipeline.metrics_base_port is 0): nothing to record",
+            param_hint="--record",
+        )
+    if record is not None:
+        writable_dir(record, "--record")
+    if fresh:  # after every check: a refused run removes nothing
         for path in reset_state(settings, names):
             err.print(f"removed {path}")
     one_app = settings.pipeline.one_app_per_dc
@@ -123,11 +130,6 @@ def run(
             markup=False,
         )
 
-    if record is not None and settings.pipeline.metrics_base_port == 0:
-        raise typer.BadParameter(
-            "the apps serve no metrics (pipeline.metrics_base_port is 0): nothing to record",
-            param_hint="--record",
-        )
     started = time.monotonic()
     recorder = MetricsRecorder(settings, record, record_interval) if record else None
     if recorder is not None:

@@ -193,6 +193,56 @@ def test_the_command_line_says_a_bad_value_in_one_line_and_exits_2(
     assert "Value error" not in err and "invalid params" not in err and "╭" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["stack", "s3-policies", "--out", "{blocked}/policies"], "--out"),
+        (["stack", "compose-env", "--example", "{example}", "--out", "{blocked}/.env"], "--out"),
+        (["report", "--run", "{run}", "--out", "{blocked}/report"], "--out"),
+        (["run", "--dcs", "a", "--record", "{blocked}/metrics"], "--record"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_refused_naming_its_flag(
+    argv: list[str],
+    flag: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A file where a directory must go: refused before anything starts, in one line."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    example = tmp_path / ".env.example"
+    example.write_text("S3_SECRET=\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    paths = {"blocked": str(blocked), "example": str(example), "run": str(run)}
+    monkeypatch.setattr("sys.argv", ["photon", *(arg.format(**paths) for arg in argv)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: Invalid value for {flag}: cannot make {blocked}"), err
+    assert blocked.read_text() == "not a directory"
+
+
+def test_a_file_a_step_cannot_write_is_said_in_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("PHOTON_LOGS_ROOT", str(blocked / "logs"))  # under a file
+    monkeypatch.setattr("sys.argv", ["photon", "gen", "--queries", "100", "--json"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "Not a directory" in err[-1], err
+    assert not any("Traceback" in line for line in err), err
+
+
 def test_a_command_that_ends_with_a_status_exits_with_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
