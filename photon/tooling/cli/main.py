@@ -35,6 +35,7 @@ from photon.tooling.cli.common import JsonOption, err, out, settings_of, working
 from photon.tooling.cli.registry_cmds import registry_app
 from photon.tooling.stack import compose_env
 from registry import RegistryError
+from registry.ids import MAX_TS_US, MIN_TS_US
 
 if TYPE_CHECKING:
     from photon.tooling.stack.manager import StackStatus
@@ -309,7 +310,10 @@ def parse_start(text: str) -> int:
             ) from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+    start_us = int(moment.timestamp()) * 1_000_000 + moment.microsecond
+    if not MIN_TS_US <= start_us < MAX_TS_US:  # event ids carry their time in this range
+        raise typer.BadParameter(f"{text!r} is not between 2000 and 2200", param_hint="--start")
+    return start_us
 
 
 @app.command()

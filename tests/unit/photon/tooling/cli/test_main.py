@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from photon.settings import SettingsError, load_settings
@@ -48,6 +49,12 @@ def test_parse_start_accepts_today_now_and_iso() -> None:
     assert parse_start("2026-01-01T01:00:00+01:00") == 1_767_225_600_000_000
     assert parse_start("today") % 86_400_000_000 == 0
     assert parse_start("now") > parse_start("today")
+
+
+@pytest.mark.parametrize("text", ["1969-01-01T00:00:00", "1999-12-31T23:59:59Z", "9999-12-31"])
+def test_parse_start_refuses_a_time_no_event_id_can_carry(text: str) -> None:
+    with pytest.raises(typer.BadParameter, match="not between 2000 and 2200"):
+        parse_start(text)
 
 
 @pytest.mark.parametrize(
