@@ -22,15 +22,15 @@ compose-demo: install               ## the demo on the compose stack (docker-com
 test: system-deps $(STAMP)          ## the whole suite: lint, unit, integration, e2e
 	# Lint beside the class archive: two half-minute single-process steps, two cores.
 	@$(MAKE) --no-print-directory -j2 lint $(ARCHIVE)
-	# Worksteal: a worker left idle takes queued tests from the other (minute-long e2e
-	# tests queued behind each other on one worker made a tail).
+	# Two workers; tests/conftest.py schedules (it overrides --dist): the long end-to-end
+	# units first, the Spark-pipeline tests one after another in one unit, the rest behind.
 	# The compose stack's images build meanwhile (about one core, half of it waiting on
 	# downloads): a cold build would otherwise add minutes after the rest. Its stack's
 	# twenty containers want the whole machine: its tests run alone, after the rest.
 	@mkdir -p .artifacts; \
 	$(BIN)/photon compose build > .artifacts/compose-build.log 2>&1 & build=$$!; \
 	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
+	$(BIN)/python -m pytest -n 2 -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
 	wait $$build || { tail -25 .artifacts/compose-build.log; echo "photon compose build failed: the compose tests build again"; }; \
 	$(BIN)/python -m pytest -m compose
 
