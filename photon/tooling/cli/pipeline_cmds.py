@@ -32,10 +32,10 @@ UntilIdle = Annotated[
 
 
 def _exec_app(ctx: typer.Context, app: str, dc: str, until_idle: float | None) -> None:
-    settings = settings_of(ctx)  # validates the settings before Spark starts
-    settings.dc_logs(dc)
     from photon.tooling.pipeline import app_argv
 
+    settings = settings_of(ctx)  # validates the settings before Spark starts
+    settings.dc_logs(dc)
     config: Path | None = ctx.find_root().obj
     argv = app_argv(app, dc, until_idle_s=until_idle, config=config)
     sys.stdout.flush()
