@@ -28,9 +28,10 @@ def private_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_command_line_loads_without_the_libraries_only_some_commands_use() -> None:
-    """`photon --help`, `photon status`, `photon registry ...`: none of them pays for Spark,
-    boto3, redis, Arrow or Great Expectations unless its own command needs them (kazoo's
-    few modules come with the registry's errors, which every command may raise)."""
+    """`photon --help`, `photon settings show`, `photon registry ...`: none of them pays for
+    Spark, boto3, redis, Arrow or Great Expectations, which only some commands import in
+    their bodies (kazoo's few modules come with the registry's errors, which any command
+    may raise)."""
     import subprocess
 
     heavy = ("pyspark", "boto3", "redis", "pyarrow", "great_expectations", "pandas", "numpy")
