@@ -98,12 +98,15 @@ def test_both_dcs_join_on_the_standalone_cluster_under_a_registry_acl(
                "--outage-s", "10")  # fmt: skip
         argv = [PHOTON, "--log-level", "warning", "run", "--dcs", "a,b", "--until-idle", "6"]
         stdout_path, stderr_path = tmp_path / "run.json", tmp_path / "run.err"
-        # A third of the join tasks' first tries fail after their registry commit, as a
-        # lost executor or an object store down past its retries would fail them: the
-        # master runs each again, and the retry must join its group as a replay.
+        # Join tasks' first tries fail after their registry commit, as a lost executor or
+        # an object store down past its retries would fail them: the master runs each
+        # again, and the retry must join its group as a replay. Each Python worker draws
+        # from its own generator of this seed, first 0.134, then 0.847, 0.764, 0.255: its
+        # first committing task always fails, some later ones too. (Seed 7 drew 0.324
+        # first: a run whose workers each committed once saw no failure at all.)
         run_env = cluster_env | {
             "PHOTON_FAULTS__FAIL_TASK_AFTER_COMMIT_P": "0.3",
-            "PHOTON_FAULTS__SEED": "7",
+            "PHOTON_FAULTS__SEED": "1",
         }
         with stdout_path.open("w") as stdout_file, stderr_path.open("w") as stderr_file:
             run = subprocess.Popen(
