@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from photon.join.batch_lines import GroupReads, read_group
 from photon.logs.ranges import Offsets, file_ranges
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
+from spark_apps.session import CHECKPOINT_FILE_MANAGER
 from spark_apps.streaming import batch_key, committed_batch_lines
 from tests.logrotate import ROTATIONS, rotate
 
@@ -220,3 +221,17 @@ def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_byt
     run_until(spark, logs, tmp_path / "ck", replayed, lambda: len(read()) >= 8)
     assert replayed[0] == failed  # same id, same lines, where they went
     assert sorted(read()) == sorted(_long(*old, "y0", "y1").splitlines())
+
+
+def test_the_apps_checkpoints_are_written_by_a_class_this_spark_has(
+    spark: SparkSession,
+) -> None:
+    """The apps' session names Spark's FileSystem-based checkpoint writer (no child
+    process a batch: docs/join.md, "Between two batches"); a Spark upgrade that
+    moves the class fails here, not at every app's first batch."""
+    assert (
+        spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == CHECKPOINT_FILE_MANAGER
+    )
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.java.lang.Class.forName(CHECKPOINT_FILE_MANAGER)  # raises if Spark has it not
