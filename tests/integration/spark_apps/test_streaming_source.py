@@ -24,6 +24,7 @@ from tests.logrotate import ROTATIONS, rotate
 pytestmark = pytest.mark.integration
 
 Batches = list[tuple[int, list[tuple[str, int, bytes]]]]
+WRITER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 
 
 def run_until(
@@ -104,14 +105,26 @@ def check_committed_batch_read_again(logs: Path, checkpoint: Path, batches: Batc
     assert lines_of_committed("retry-000000000001") is None
 
 
+#: Spark's default checkpoint writer, which the apps' checkpoints were written by until
+#: the apps' session named another: a checkpoint of either is resumed by the apps'.
+SPARKS_DEFAULT_WRITER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+)
+
+
+@pytest.mark.parametrize("first_writer", [CHECKPOINT_FILE_MANAGER, SPARKS_DEFAULT_WRITER])
 def test_a_restarted_query_resumes_after_the_last_committed_batch(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, first_writer: str
 ) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "a.000000.log").write_bytes(b"l1\nl2\nl3\nl4\npartial")
     batches: Batches = []
-    run_until(spark, logs, tmp_path / "ck", batches, lambda: len(lines_of(batches)) >= 4)
+    spark.conf.set(WRITER_KEY, first_writer)
+    try:
+        run_until(spark, logs, tmp_path / "ck", batches, lambda: len(lines_of(batches)) >= 4)
+    finally:
+        spark.conf.set(WRITER_KEY, CHECKPOINT_FILE_MANAGER)
     first = lines_of(batches)
     assert [raw for _, _, raw in first] == [b"l1", b"l2", b"l3", b"l4"]
     assert len(batches) >= 2  # the read limit cut it into several batches
@@ -229,9 +242,8 @@ def test_the_apps_checkpoints_are_written_by_a_class_this_spark_has(
     """The apps' session names Spark's FileSystem-based checkpoint writer (no child
     process a batch: docs/join.md, "Between two batches"); a Spark upgrade that
     moves the class fails here, not at every app's first batch."""
-    assert (
-        spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == CHECKPOINT_FILE_MANAGER
-    )
+    assert spark.conf.get(WRITER_KEY) == CHECKPOINT_FILE_MANAGER
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    jvm.java.lang.Class.forName(CHECKPOINT_FILE_MANAGER)  # raises if Spark has it not
+    for writer in (CHECKPOINT_FILE_MANAGER, SPARKS_DEFAULT_WRITER):
+        jvm.java.lang.Class.forName(writer)  # raises if this Spark has no such class
