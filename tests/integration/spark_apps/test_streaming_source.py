@@ -239,8 +239,8 @@ def test_a_log_rotated_between_a_batchs_try_and_its_replay_is_read_where_its_byt
 def test_the_apps_checkpoints_are_written_by_a_class_this_spark_has(
     spark: SparkSession,
 ) -> None:
-    """The apps' session names Spark's FileSystem-based checkpoint writer (no child
-    process a batch: docs/join.md, "Between two batches"); a Spark upgrade that
+    """The apps' session names Spark's FileSystem-based checkpoint writer (fewer child
+    processes a batch: docs/join.md, "Between two batches"); a Spark upgrade that
     moves the class fails here, not at every app's first batch."""
     assert spark.conf.get(WRITER_KEY) == CHECKPOINT_FILE_MANAGER
     jvm = spark.sparkContext._jvm
