@@ -124,6 +124,22 @@ def test_remove_and_contains(store: RetryStore) -> None:
     assert not store.contains(click(1).click_id) and store.contains(click(2).click_id)
 
 
+@pytest.mark.parametrize("absent", [0, 1, 40], ids=["probed", "probed-one-absent", "scanned"])
+def test_remove_drops_exactly_the_given_clicks_whether_the_store_is_scanned_or_probed(
+    store: RetryStore, absent: int
+) -> None:
+    # Ten waiting clicks. Two of them and ``absent`` never-seen ids are removed: with
+    # few ids the store is probed by id, with many (a batch's joined clicks) it is read.
+    store.defer([click(n) for n in range(10)], now_us=0)
+    never_here = [click(100 + n).click_id for n in range(absent)]
+    store.remove([click(3).click_id, *never_here, click(7).click_id])
+    assert sorted(store.click_ids()) == sorted(
+        click(n).click_id for n in range(10) if n not in (3, 7)
+    )
+    store.remove(never_here)  # none of them waits here: no error, nothing dropped
+    assert store.pending() == 8
+
+
 def test_open_batches_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     first = RetryStore(path, POLICY)
