@@ -333,7 +333,7 @@ class RetryStore:
         """Drop these clicks (those not waiting here are no error).
 
         A batch settles every click it joined (thousands, most never here). While the
-        store holds fewer rows than twice that, its ids are read and only those given
+        store holds no more than twice as many rows, its ids are read and only those given
         are deleted: a row read costs SQLite about a third of an index probe (docs/join.md,
         "Local state"). A larger store is probed, one statement over a JSON array (no
         Python call a click). Either way the cost is bounded by the ids given, not by
