@@ -15,6 +15,8 @@ from photon.settings import PipelineSettings
 from spark_apps.class_archive import with_class_archive
 from spark_apps.growing_log_source import GrowingLogDataSource
 
+#: The Spark setting that names the streaming checkpoint writer.
+CHECKPOINT_FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: Writes a streaming query's checkpoint files through Hadoop's FileSystem API (a
 #: temporary file, then a rename: atomic on a local disk and on HDFS), Spark's own
 #: choice where FileContext is missing.
@@ -118,7 +120,7 @@ def photon_session(
         # FileContext, which without Hadoop's native library runs `readlink` and `chmod`
         # as child processes of the driver's JVM: ~0.06 s a batch, serial, that no
         # executor takes over (docs/join.md, "Between two batches").
-        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        CHECKPOINT_FILE_MANAGER_CONF: CHECKPOINT_FILE_MANAGER,
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": driver_java_options(pipeline),
     }

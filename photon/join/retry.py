@@ -348,9 +348,7 @@ class RetryStore:
             ).fetchone()
             if rows <= scan_below:
                 given = set(wanted)
-                wanted = [
-                    r[0] for r in self._db.execute("SELECT click_id FROM retries") if r[0] in given
-                ]
+                wanted = [click_id for click_id in self.click_ids() if click_id in given]
                 if not wanted:
                     return
             self._db.execute(

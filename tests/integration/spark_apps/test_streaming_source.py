@@ -17,14 +17,13 @@ from pyspark.sql import DataFrame, SparkSession
 from photon.join.batch_lines import GroupReads, read_group
 from photon.logs.ranges import Offsets, file_ranges
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
-from spark_apps.session import CHECKPOINT_FILE_MANAGER
+from spark_apps.session import CHECKPOINT_FILE_MANAGER, CHECKPOINT_FILE_MANAGER_CONF
 from spark_apps.streaming import batch_key, committed_batch_lines
 from tests.logrotate import ROTATIONS, rotate
 
 pytestmark = pytest.mark.integration
 
 Batches = list[tuple[int, list[tuple[str, int, bytes]]]]
-WRITER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 
 
 def run_until(
@@ -120,11 +119,11 @@ def test_a_restarted_query_resumes_after_the_last_committed_batch(
     logs.mkdir()
     (logs / "a.000000.log").write_bytes(b"l1\nl2\nl3\nl4\npartial")
     batches: Batches = []
-    spark.conf.set(WRITER_KEY, first_writer)
+    spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, first_writer)
     try:
         run_until(spark, logs, tmp_path / "ck", batches, lambda: len(lines_of(batches)) >= 4)
     finally:
-        spark.conf.set(WRITER_KEY, CHECKPOINT_FILE_MANAGER)
+        spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, CHECKPOINT_FILE_MANAGER)
     first = lines_of(batches)
     assert [raw for _, _, raw in first] == [b"l1", b"l2", b"l3", b"l4"]
     assert len(batches) >= 2  # the read limit cut it into several batches
@@ -242,7 +241,7 @@ def test_the_apps_checkpoints_are_written_by_a_class_this_spark_has(
     """The apps' session names Spark's FileSystem-based checkpoint writer (fewer child
     processes a batch: docs/join.md, "Between two batches"); a Spark upgrade that
     moves the class fails here, not at every app's first batch."""
-    assert spark.conf.get(WRITER_KEY) == CHECKPOINT_FILE_MANAGER
+    assert spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF) == CHECKPOINT_FILE_MANAGER
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     for writer in (CHECKPOINT_FILE_MANAGER, SPARKS_DEFAULT_WRITER):
