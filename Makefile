@@ -50,11 +50,17 @@ system-deps:
 $(STAMP): pyproject.toml constraints.txt locks/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(UV)
+	# uv's cache keeps every pyspark build it has made, ~1.9 GB each (this registry has uv
+	# fetch and build the sdist afresh on every install): 60 installs filled a 250 GB disk.
+	# `uv cache prune` drops only what nothing points to: before (room for this install)
+	# and after (what this one left behind). A failed prune never stops an install.
+	-$(BIN)/uv cache prune --quiet
 	# Bytecode compiled once here (pip's default, not uv's): where PYTHONDONTWRITEBYTECODE
 	# is set, every process (each Spark worker, each CLI call) compiled what it imported.
 	# Every package from the hashed lock (a changed file is refused), then the project.
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --require-hashes -r locks/dev.txt
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -e .
+	-$(BIN)/uv cache prune --quiet
 	$(BIN)/python -m compileall -q photon spark_apps registry dags plugins
 	touch $(STAMP)
 
