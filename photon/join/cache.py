@@ -14,12 +14,19 @@ one per batch. Joins then come from the logs; nothing is lost.
 lost nothing (no eviction, no restart, no flush): a query the reader put
 after that is still there, so missing from the cache it is missing from the
 logs the reader has read too (docs/join.md, "One joiner batch", step 5).
+The query reader looks too, before it caches each batch
+(:meth:`CacheEventStore.reader_look`), and publishes the newest query time it
+had read at its last look that found a loss: where the joiner's look finds
+what the reader's last one found, every query newer than that is cached
+(:class:`photon.join.progress.ReaderProgress`), however old the query is.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import redis
 import structlog
@@ -33,6 +40,20 @@ _MSET_CHUNK = 1_000
 #: A key no query id can take (ids are ``<server ip>:<pid>:<ts>``); its absence
 #: tells of a flush.
 _SENTINEL = "~intact"
+#: The query reader's own sentinel, holding a token of its choosing: a joiner that
+#: finds the token the reader last published knows no flush came since the reader's
+#: look (one it recreated has another token).
+_READER_SENTINEL = "~intact-reader"
+
+
+class CacheSigns(NamedTuple):
+    """What a look at Redis shows of lost keys: its run id (a restart changes it), its
+    evicted key count (``allkeys-lru``) and the reader's sentinel token (a flush drops
+    it). Two equal looks prove the cache lost nothing in between."""
+
+    run_id: str
+    evicted_keys: int
+    reader_token: str | None
 
 
 class CacheEventStore:
@@ -52,6 +73,8 @@ class CacheEventStore:
         self._redis = redis.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
+        #: What the last :meth:`loss_signs` showed of the reader's look (None: no answer).
+        self.reader_signs_seen: CacheSigns | None = None
 
     def put_many(self, queries: Mapping[str, bytes]) -> int:
         """Cache ``query_id -> raw line``; returns how many were stored (0 when Redis is down)."""
@@ -95,7 +118,9 @@ class CacheEventStore:
         """(server run id, evicted keys, sentinel present) as Redis reports them, setting
         the sentinel if absent; None when Redis does not answer. Any change between two
         looks means keys may have gone: a restart (new run id, no persistence), an
-        eviction (``allkeys-lru``), a flush (the sentinel gone)."""
+        eviction (``allkeys-lru``), a flush (the sentinel gone). Also keeps what the
+        same look shows the query reader (:attr:`reader_signs_seen`)."""
+        self.reader_signs_seen = None
         if not self._available():
             return None
         try:
@@ -103,11 +128,34 @@ class CacheEventStore:
                 pipe.info("server")
                 pipe.info("stats")
                 pipe.set(self._prefix + _SENTINEL, b"1", nx=True)
-                server, stats, created = pipe.execute()
+                pipe.get(self._prefix + _READER_SENTINEL)
+                server, stats, created, token = pipe.execute()
         except redis.RedisError as exc:
             self._failed("info", exc)
             return None
-        return str(server["run_id"]), int(stats["evicted_keys"]), not created
+        run_id, evicted = str(server["run_id"]), int(stats["evicted_keys"])
+        self.reader_signs_seen = CacheSigns(run_id, evicted, _text(token))
+        return run_id, evicted, not created
+
+    def reader_look(self) -> CacheSigns | None:
+        """The query reader's look before it caches a batch: the signs, its sentinel set
+        (with a new token) if absent; None when Redis does not answer."""
+        if not self._available():
+            return None
+        key = self._prefix + _READER_SENTINEL
+        try:
+            with self._redis.pipeline(transaction=False) as pipe:
+                pipe.info("server")
+                pipe.info("stats")
+                pipe.set(key, secrets.token_hex(8).encode(), nx=True)
+                pipe.get(key)
+                server, stats, _, token = pipe.execute()
+        except redis.RedisError as exc:
+            self._failed("info", exc)
+            return None
+        if token is None:  # flushed between the set and the get: no look to go by
+            return None
+        return CacheSigns(str(server["run_id"]), int(stats["evicted_keys"]), _text(token))
 
     @property
     def available(self) -> bool:
@@ -143,11 +191,18 @@ class CacheLossWatch:
         self.cache = cache
         self._signs: tuple[str, int, bool] | None = None
         self._lost_at_us = 0
+        #: What the last look showed of the query reader's (None: no answer).
+        self.reader_signs: CacheSigns | None = None
 
     def lost_at(self, now_us: int) -> int:
         signs = self.cache.loss_signs()
+        self.reader_signs = self.cache.reader_signs_seen
         if signs is None or signs != self._signs:
             self._lost_at_us = now_us
         # The sentinel is set now: the next look expects it present.
         self._signs = None if signs is None else (signs[0], signs[1], True)
         return self._lost_at_us
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else value

@@ -39,7 +39,13 @@ servers' and do not count. The published progress never goes back.
 
 With the progress it publishes the last time it failed to cache queries it
 read (``cache_lost_at_us``; 0: never): the joiner skips a log search only for
-a query the cache cannot have lost (photon.join.cache.CacheLossWatch).
+a query the cache cannot have lost (photon.join.cache.CacheLossWatch). It also
+looks at the cache before caching each batch (:meth:`ReaderProgress.looked_at_cache`)
+and publishes what that look found (``cache_signs``) and, in query time, how
+far it had read when a look last found a loss or a put failed
+(``cache_intact_after_us``): every query it read since is newer than that, so
+a joiner whose own look finds the same signs knows each such query is cached,
+however old, such as a backlog's read before the joiner started.
 
 A view follows its file, not its name (:meth:`ReaderProgress.follow` takes the
 log reader's reports of renamed, replaced and shrunk files and torn last lines;
@@ -69,6 +75,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from photon.events.records import QuarantineReason, QuarantineRecord
+from photon.join.cache import CacheSigns
 from photon.localfiles import write_whole
 from photon.logs.reader import HEAD_BYTES, head_of, is_log_name
 
@@ -135,6 +142,13 @@ class ReaderProgress:
         self.progress_us = NOTHING_READ
         #: When it last failed to cache queries it read (0: never).
         self.cache_lost_at_us = 0
+        #: The newest event time among all queries read (as stamped, not capped).
+        self.max_read_us = NOTHING_READ
+        #: What its last look at the cache found (None: no look, or no answer).
+        self.cache_signs: CacheSigns | None = None
+        #: Every query read since its last look that found a loss (or a failed put) is
+        #: newer than this (None: no look yet).
+        self.cache_intact_after_us: int | None = None
         self._saved: dict[str, object] | None = None  # what the state file holds
         self._load()
 
@@ -150,6 +164,7 @@ class ReaderProgress:
             view = self.files.setdefault(line.file, FileView())
             view.read_end = max(view.read_end, line.end)
             if line.ts_us is not None:
+                self.max_read_us = max(self.max_read_us, line.ts_us)
                 ts_us = line.ts_us if ceiling is None else min(line.ts_us, ceiling)
                 view.max_ts_us = max(view.max_ts_us or ts_us, ts_us)
 
@@ -248,9 +263,24 @@ class ReaderProgress:
             if now_under is not None:
                 self.files[now_under] = view
 
-    def cache_lost(self, now_us: int) -> None:
-        """Queries read by ``now_us`` may be missing from the cache (a put failed)."""
+    def cache_lost(self, now_us: int, newest_us: int = NOTHING_READ) -> None:
+        """Queries read by ``now_us`` may be missing from the cache (a put failed), the
+        batch's among them: none stamped after ``newest_us``."""
         self.cache_lost_at_us = max(self.cache_lost_at_us, now_us)
+        self.cache_intact_after_us = max(
+            self.cache_intact_after_us or NOTHING_READ, self.max_read_us, newest_us
+        )
+
+    def looked_at_cache(self, signs: CacheSigns | None) -> None:
+        """Take a look at the cache (:meth:`CacheEventStore.reader_look`), made before the
+        batch's queries are cached. The first look, one that finds other signs than the
+        last, or none (no answer): any query read so far may be gone, so only those read
+        from now on (newer than :attr:`max_read_us`) are known to be cached."""
+        if signs is None or signs != self.cache_signs or self.cache_intact_after_us is None:
+            self.cache_intact_after_us = max(
+                self.cache_intact_after_us or NOTHING_READ, self.max_read_us
+            )
+        self.cache_signs = signs
 
     def settled(self, files: Mapping[str, FileStat], now_us: int) -> bool:
         """Every file read to its end and idle: the progress is as far as it can go until
@@ -274,9 +304,13 @@ class ReaderProgress:
     def save(self, batch: str) -> None:
         """Persist the views, then publish the progress (each file whole); nothing when
         nothing changed since the last save (the reader looks every trigger interval)."""
-        state = {
+        signs = None if self.cache_signs is None else list(self.cache_signs)
+        state: dict[str, object] = {
             "progress_us": self.progress_us,
             "cache_lost_at_us": self.cache_lost_at_us,
+            "max_read_us": self.max_read_us,
+            "cache_signs": signs,
+            "cache_intact_after_us": self.cache_intact_after_us,
             "files": {name: asdict(view) for name, view in self.files.items()},
             "click_files": {name: asdict(view) for name, view in self.click_files.items()},
         }
@@ -289,6 +323,8 @@ class ReaderProgress:
             {
                 "progress_us": self.progress_us,
                 "cache_lost_at_us": self.cache_lost_at_us,
+                "cache_signs": signs,
+                "cache_intact_after_us": self.cache_intact_after_us,
                 "batch": batch,
             },
         )
@@ -301,6 +337,14 @@ class ReaderProgress:
         self.progress_us = int(data["progress_us"])
         self.cache_lost_at_us = int(data.get("cache_lost_at_us", 0))
         self.files = {name: FileView(**view) for name, view in data["files"].items()}
+        # A state saved before the reader looked at the cache: the newest time its views
+        # hold (its look after this start finds no signs to match: a loss, from there).
+        newest_viewed = max((v.max_ts_us or NOTHING_READ for v in self.files.values()), default=0)
+        self.max_read_us = int(data.get("max_read_us", newest_viewed))
+        signs = data.get("cache_signs")
+        self.cache_signs = None if signs is None else CacheSigns(*signs)
+        intact = data.get("cache_intact_after_us")
+        self.cache_intact_after_us = None if intact is None else int(intact)
         clicks = data.get("click_files", {})  # a state saved before clicks were looked at
         self.click_files = {name: FileView(**view) for name, view in clicks.items()}
         self._saved = data
@@ -350,6 +394,31 @@ def read_cache_lost_at(reader_state_dir: Path) -> int | None:
     """When a DC's query reader last failed to cache queries it read (0: never); None
     when it published nothing that says (then every query may be missing)."""
     return _published(reader_state_dir, "cache_lost_at_us")
+
+
+class CacheIntact(NamedTuple):
+    """What a DC's query reader published of the cache: every query it read newer than
+    ``after_us`` was cached since a look that found ``signs``, and kept while a look
+    finds the same."""
+
+    after_us: int
+    signs: CacheSigns
+
+
+def read_cache_intact(reader_state_dir: Path) -> CacheIntact | None:
+    """The reader's :class:`CacheIntact`; None when it published none (no look yet, its
+    last look had no answer, or a reader from before it looked)."""
+    try:
+        data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
+        after, signs = data.get("cache_intact_after_us"), data.get("cache_signs")
+        if after is None or signs is None:
+            return None
+        run_id, evicted, token = signs
+        if token is None:
+            return None
+        return CacheIntact(int(after), CacheSigns(str(run_id), int(evicted), token))
+    except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _published(reader_state_dir: Path, name: str) -> int | None:

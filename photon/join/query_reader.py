@@ -167,10 +167,16 @@ class QueryReader:
                     self.dc, Stream.QUERIES.value, str(record.reason)
                 ).inc()
 
+        if self.progress is not None and raw_by_id:
+            # Before the puts: this batch's queries are cached after any loss it finds.
+            signs = self.cache.reader_look()
+            with self._lock:
+                self.progress.looked_at_cache(signs)
         report.cached = self.cache.put_many(raw_by_id)
         if report.cached < len(raw_by_id) and self.progress is not None:
+            newest = max(query.query_id.ts_us for query in positions)
             with self._lock:  # published with the progress below: joiners search the logs
-                self.progress.cache_lost(self.clock())
+                self.progress.cache_lost(self.clock(), newest)
         entries, state = self.builder.plan(positions)
         if entries:
             report.map_run = delta_run_key(self.dc, self.attempt, batch)

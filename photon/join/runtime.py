@@ -35,7 +35,12 @@ from photon.join.group import GroupJoiner, GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
-from photon.join.progress import ReaderProgress, read_cache_lost_at, read_progress
+from photon.join.progress import (
+    ReaderProgress,
+    read_cache_intact,
+    read_cache_lost_at,
+    read_progress,
+)
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RETRY_STORE, RetryStore
 from photon.localfiles import write_whole
@@ -161,12 +166,22 @@ def build_group_joiner(
 
 
 def cache_lost_at(watch: CacheLossWatch, reader_state_dir: Path) -> Callable[[int], int]:
-    """The last time a DC's cache may have lost a query, given a batch's ``now``: what
-    Redis shows (``watch``) and the puts its query reader dropped, whichever is later."""
+    """The time after which every query a DC's reader read is still cached, given a
+    batch's ``now``: queries are skipped in the logs only when newer.
+
+    Where the joiner's look at Redis finds what the reader's last look found, the
+    reader's published bound (the newest query time it had read at its last look
+    that found a loss: a backlog read before the joiner started counts as cached).
+    Else the last time a loss may have happened, by what Redis shows (``watch``) and
+    the puts the reader dropped, whichever is later: a query stamped after a loss
+    was put after it."""
 
     def lost_at(now_us: int) -> int:
+        intact = read_cache_intact(reader_state_dir)  # before the look: never newer
         dropped = read_cache_lost_at(reader_state_dir)
         seen = watch.lost_at(now_us)
+        if intact is not None and watch.reader_signs == intact.signs:
+            return intact.after_us
         return now_us if dropped is None else max(dropped, seen)
 
     return lost_at

@@ -84,3 +84,32 @@ def test_the_loss_watch_sees_a_flush_an_eviction_and_a_restart(local_stack: Loca
     assert watch.lost_at(900) == 800
     cache.close()
     admin.close()
+
+
+def test_the_joiners_look_matches_the_readers_until_a_key_may_have_gone(
+    local_stack: LocalStack,
+) -> None:
+    dc = f"t{uuid.uuid4().hex[:8]}"
+    url = local_stack.settings.redis_url
+    reader, joiner = (CacheEventStore(url, dc, timeout_s=0.3) for _ in range(2))
+    admin = redis.Redis.from_url(url)
+    watch = CacheLossWatch(joiner)
+    try:
+        looked = reader.reader_look()
+        assert looked is not None and looked.reader_token
+        assert reader.reader_look() == looked  # its sentinel kept, with its token
+        watch.lost_at(100)
+        assert watch.reader_signs == looked
+
+        admin.delete(f"photon:q:{dc}:~intact-reader")  # a flush takes the sentinel
+        watch.lost_at(200)
+        assert watch.reader_signs == looked._replace(reader_token=None)
+        again = reader.reader_look()
+        assert again is not None and again.reader_token not in (None, looked.reader_token)
+        watch.lost_at(300)
+        assert watch.reader_signs == again  # matches the reader's newer look only
+    finally:
+        for store in (reader, joiner):
+            store.close()
+        admin.delete(f"photon:q:{dc}:~intact-reader", f"photon:q:{dc}:~intact")
+        admin.close()

@@ -288,15 +288,25 @@ def tries_until_given_up(parts: DcParts, clock: Clock, lost: int) -> list[tuple[
     return tries
 
 
+def forget_the_readers_look(local_stack: LocalStack, parts: DcParts) -> None:
+    """The reader's sentinel goes, as in a flush: no look of the joiner's can match the
+    reader's last one, so any query it read may be missing from the cache."""
+    admin = redis.Redis.from_url(local_stack.settings.redis_url)
+    assert admin.delete(f"{parts.cache_prefix}:{parts.dc}:~intact-reader") == 1
+    admin.close()
+
+
 def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], local_stack: LocalStack
 ) -> None:
     """Retries of a click whose query is late ask the cache each time, but search the
-    logs only after the 1st, 4th, 16th… try and on the try that gives it up."""
+    logs only after the 1st, 4th, 16th… try and on the try that gives it up, while
+    the cache may have lost queries."""
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock)
     read_every_query(a, root)
+    forget_the_readers_look(local_stack, a)
     clock.now_us += FILE_IDLE_US  # its files went idle: the reader is past every query
     a.reader.publish_progress()
     clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
@@ -335,6 +345,55 @@ def test_a_query_the_cache_cannot_have_lost_is_searched_for_only_on_the_last_try
     check_unjoinable_once(store, manifest)
 
 
+def test_a_backlog_the_reader_cached_before_the_joiner_started_is_not_searched_again(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """The reader cached every query before the joiner's first look at the cache, and
+    the cache lost nothing since the reader's looks: a query the cache lacks is not in
+    the logs either, however old. So a never-joinable click's tries ask the cache
+    alone, and only the try that gives it up searches the logs."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{0:012d}", clicks)
+    lost = len(manifest.never_joinable)
+    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
+    assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
+    *waiting, (_, searched_last, given_up) = tries_until_given_up(a, clock, lost)
+    assert searched_last and given_up == lost
+    assert [n for n, searched, _ in waiting if searched] == []
+    check_exactly_once(store, manifest)
+    check_unjoinable_once(store, manifest)
+
+
+def test_a_backlog_cached_then_flushed_is_searched_in_the_logs_at_once(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], local_stack: LocalStack
+) -> None:
+    """The reader cached every query; then the DC's keys were flushed, its sentinel with
+    them. The joiner's look cannot match the reader's last one: new clicks search the
+    logs for the queries the cache lacks, and are joined from there."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    admin = redis.Redis.from_url(local_stack.settings.redis_url)
+    admin.delete(*admin.keys(f"{a.cache_prefix}:a:*"))  # the cache lost every query
+    admin.close()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{0:012d}", clicks)
+    assert first.joined == len(manifest.expected_joins) and first.logs_skipped == 0
+    assert first.from_logs == first.cache_misses - len(manifest.never_joinable) > 0
+    drain(a, clock, step_s=5)
+    check_exactly_once(store, manifest)
+    check_unjoinable_once(store, manifest)
+
+
 def test_queries_the_reader_could_not_cache_are_searched_in_the_logs_at_once(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
@@ -361,13 +420,16 @@ def test_queries_the_reader_could_not_cache_are_searched_in_the_logs_at_once(
 
 
 def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], local_stack: LocalStack
 ) -> None:
     """The driver keeps a retried click back only while the cache lacks its query:
-    the try on which the query is cached sends it to its group, which joins it."""
+    the try on which the query is cached sends it to its group, which joins it. (The
+    cache may have lost queries, so some tries search the logs.)"""
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    forget_the_readers_look(local_stack, a)
     late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
     lost = len(manifest.never_joinable)
     for n in range(1, 5):  # tries 1 and 4 search the logs; tries 2 and 3 are the driver's

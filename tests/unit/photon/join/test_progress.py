@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from photon.join.cache import CacheSigns
 from photon.join.progress import (
     NOTHING_READ,
+    CacheIntact,
     FileStat,
     ReaderProgress,
     ReadLine,
     file_stats,
+    read_cache_intact,
     read_cache_lost_at,
     read_progress,
 )
@@ -190,6 +193,53 @@ def test_the_last_dropped_put_is_kept_and_published_with_the_progress(tmp_path: 
     assert again.cache_lost_at_us == T0 + 9 * S
     (tmp_path / "progress.json").write_text('{"progress_us": 5, "batch": "b"}')  # an older reader
     assert read_cache_lost_at(tmp_path) is None
+
+
+def test_the_cache_is_intact_after_the_newest_query_read_at_the_last_look_that_found_a_loss(
+    tmp_path: Path,
+) -> None:
+    signs = CacheSigns("run1", 0, "token1")
+    first = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE, max_ahead_us=60 * S)
+    first.save("000000000000")
+    assert read_cache_intact(tmp_path) is None  # no look yet: anything may be missing
+    first.looked_at_cache(signs)  # the first look: what went before (nothing) may be lost
+    first.save("000000000001")
+    assert read_cache_intact(tmp_path) == CacheIntact(NOTHING_READ, signs)
+
+    first.observe([ReadLine("q.log", 100, T0), ReadLine("q.log", 200, T0 + 86_400 * S)], T0)
+    assert first.max_read_us == T0 + 86_400 * S  # as stamped: the progress's cap is not this
+    first.looked_at_cache(signs)  # the same signs: what was read since is still cached
+    assert first.cache_intact_after_us == NOTHING_READ
+    evicted = signs._replace(evicted_keys=3)
+    first.looked_at_cache(evicted)  # keys went: any query read so far may be among them
+    assert first.cache_intact_after_us == T0 + 86_400 * S
+    first.save("000000000002")
+    assert read_cache_intact(tmp_path) == CacheIntact(T0 + 86_400 * S, evicted)
+
+    first.cache_lost(T0 + 9 * S, T0 + 90_000 * S)  # the batch's puts failed
+    assert first.cache_intact_after_us == T0 + 90_000 * S
+    first.looked_at_cache(None)  # no answer: no look to match
+    first.save("000000000003")
+    assert read_cache_intact(tmp_path) is None
+    again = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    assert (again.max_read_us, again.cache_intact_after_us) == (
+        T0 + 86_400 * S,
+        T0 + 90_000 * S,
+    )
+    again.looked_at_cache(signs)
+    assert again.cache_intact_after_us == T0 + 90_000 * S  # never goes back
+
+    # A state saved before the reader looked at the cache: its views' newest time.
+    (tmp_path / "progress-state.json").write_text(
+        '{"progress_us": 5, "cache_lost_at_us": 0, "click_files": {},'
+        f' "files": {{"q.log": {{"read_end": 9, "max_ts_us": {T0}}}}}}}'
+    )
+    older = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    assert (older.max_read_us, older.cache_signs, older.cache_intact_after_us) == (T0, None, None)
+    older.looked_at_cache(signs)
+    assert older.cache_intact_after_us == T0
+    (tmp_path / "progress.json").write_text('{"progress_us": 5, "batch": "b"}')  # an older reader
+    assert read_cache_intact(tmp_path) is None
 
 
 def test_file_stats_lists_log_files_only(tmp_path: Path) -> None:
