@@ -113,9 +113,9 @@ def _rest(fields: Mapping[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
 
 #: Compact, keys sorted at every depth, text as UTF-8: ``json.dumps(sort_keys=True,
 #: separators=(",", ":"), ensure_ascii=False)`` but for floats, which it writes in their
-#: shortest round-trip form (``1e16``, not ``1e+16``), at about a tenth of the cost:
-#: two of these a joined click were ~7% of a task's time (docs/join.md, "The join on
-#: executors").
+#: shortest round-trip form (``1e16``, not ``1e+16``), at about a fifth of the cost:
+#: two of these a joined click were ~7% of a group task's time (docs/join.md, "Where a
+#: group task's time goes").
 _FIELDS_ENCODER = msgspec.json.Encoder(order="sorted")
 
 

@@ -136,8 +136,9 @@ def hours_between(start_us: int, end_us: int) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _hour_name(hours_since_epoch: int) -> str:
-    # Asked once for every row a group writes, of a handful of hours: a datetime and
-    # strftime a row were ~4% of a task's time (docs/join.md, "The join on executors").
+    # Asked once for every row a group writes, of a handful of hours: a datetime and a
+    # strftime a row were ~4% of a group task's time (docs/join.md, "Where a group
+    # task's time goes").
     return datetime.fromtimestamp(hours_since_epoch * 3600, UTC).strftime(HOUR_FORMAT)
 
 

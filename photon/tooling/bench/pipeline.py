@@ -439,7 +439,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
         "slowest_task_seconds": round(sum(t.task_s for t in times), 2),
         "joined_per_s": round(joined / seconds) if seconds > 0 else 0,
         "serial_share": _round(serial),
-        "cpu_s_per_1000_joined": _round(per_thousand(app_cpu_s, joined) if app_cpu_s else None),
+        "cpu_s_per_1000_joined": _round(per_thousand(app_cpu_s, joined) if app_cpu_s else None, 3),
         "driver_cpu_s_per_1000_joined": _round(
             per_thousand(driver_cpu_s, joined) if driver_cpu_s is not None else None, 3
         ),
