@@ -319,6 +319,21 @@ def test_a_click_waiting_for_a_late_query_searches_the_logs_on_few_of_its_tries(
     check_unjoinable_once(store, manifest)
 
 
+def only_the_giving_up_try_searches(
+    a: DcParts, root: Path, manifest: Manifest, clock: Clock, batch: str
+) -> None:
+    """DC a joins every click in ``batch``; its never-joinable clicks' queries are not
+    searched in the logs until the try that gives them up (not after the 1st, 4th…)."""
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(batch, clicks)
+    lost = len(manifest.never_joinable)
+    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
+    assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
+    *waiting, (_, searched_last, given_up) = tries_until_given_up(a, clock, lost)
+    assert searched_last and given_up == lost
+    assert [n for n, searched, _ in waiting if searched] == []
+
+
 def test_a_query_the_cache_cannot_have_lost_is_searched_for_only_on_the_last_try(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
@@ -334,15 +349,18 @@ def test_a_query_the_cache_cannot_have_lost_is_searched_for_only_on_the_last_try
     read_every_query(a, root)
     clock.now_us += FILE_IDLE_US
     a.reader.publish_progress()
-    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
-    first = a.joiner.process(f"{1:012d}", clicks)
-    lost = len(manifest.never_joinable)
-    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
-    assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
-    *waiting, (_, searched_last, given_up) = tries_until_given_up(a, clock, lost)
-    assert searched_last and given_up == lost
-    assert [n for n, searched, _ in waiting if searched] == []  # not after the 1st, 4th…
+    only_the_giving_up_try_searches(a, root, manifest, clock, f"{1:012d}")
     check_unjoinable_once(store, manifest)
+
+
+def every_query_read_before_the_joiner(make_dc: MakeDc, root: Path) -> tuple[DcParts, Clock]:
+    """DC a, its reader having read (and cached) every query, its files idle since."""
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    return a, clock
 
 
 def test_a_backlog_the_reader_cached_before_the_joiner_started_is_not_searched_again(
@@ -353,19 +371,8 @@ def test_a_backlog_the_reader_cached_before_the_joiner_started_is_not_searched_a
     the logs either, however old. So a never-joinable click's tries ask the cache
     alone, and only the try that gives it up searches the logs."""
     root, manifest = logs
-    clock = Clock(START_US + 10 * S)
-    a = make_dc("a", root, clock)
-    read_every_query(a, root)
-    clock.now_us += FILE_IDLE_US
-    a.reader.publish_progress()
-    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
-    first = a.joiner.process(f"{0:012d}", clicks)
-    lost = len(manifest.never_joinable)
-    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
-    assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
-    *waiting, (_, searched_last, given_up) = tries_until_given_up(a, clock, lost)
-    assert searched_last and given_up == lost
-    assert [n for n, searched, _ in waiting if searched] == []
+    a, clock = every_query_read_before_the_joiner(make_dc, root)
+    only_the_giving_up_try_searches(a, root, manifest, clock, f"{0:012d}")
     check_exactly_once(store, manifest)
     check_unjoinable_once(store, manifest)
 
@@ -377,11 +384,7 @@ def test_a_backlog_cached_then_flushed_is_searched_in_the_logs_at_once(
     them. The joiner's look cannot match the reader's last one: new clicks search the
     logs for the queries the cache lacks, and are joined from there."""
     root, manifest = logs
-    clock = Clock(START_US + 10 * S)
-    a = make_dc("a", root, clock)
-    read_every_query(a, root)
-    clock.now_us += FILE_IDLE_US
-    a.reader.publish_progress()
+    a, clock = every_query_read_before_the_joiner(make_dc, root)
     admin = redis.Redis.from_url(local_stack.settings.redis_url)
     admin.delete(*admin.keys(f"{a.cache_prefix}:a:*"))  # the cache lost every query
     admin.close()
