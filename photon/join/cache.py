@@ -73,8 +73,6 @@ class CacheEventStore:
         self._redis = redis.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
-        #: What the last :meth:`loss_signs` showed of the reader's look (None: no answer).
-        self.reader_signs_seen: CacheSigns | None = None
 
     def put_many(self, queries: Mapping[str, bytes]) -> int:
         """Cache ``query_id -> raw line``; returns how many were stored (0 when Redis is down)."""
@@ -114,13 +112,12 @@ class CacheEventStore:
             metrics.CACHE_LOOKUPS.labels(self.dc, "miss").inc(len(ids) - len(found))
         return found
 
-    def loss_signs(self) -> tuple[str, int, bool] | None:
-        """(server run id, evicted keys, sentinel present) as Redis reports them, setting
-        the sentinel if absent; None when Redis does not answer. Any change between two
-        looks means keys may have gone: a restart (new run id, no persistence), an
-        eviction (``allkeys-lru``), a flush (the sentinel gone). Also keeps what the
-        same look shows the query reader (:attr:`reader_signs_seen`)."""
-        self.reader_signs_seen = None
+    def loss_signs(self) -> tuple[str, int, bool, str | None] | None:
+        """(server run id, evicted keys, sentinel present, the query reader's sentinel
+        token) as Redis reports them, setting the sentinel if absent; None when Redis
+        does not answer. Any change of the first three between two looks means keys may
+        have gone: a restart (new run id, no persistence), an eviction
+        (``allkeys-lru``), a flush (the sentinel gone)."""
         if not self._available():
             return None
         try:
@@ -133,9 +130,7 @@ class CacheEventStore:
         except redis.RedisError as exc:
             self._failed("info", exc)
             return None
-        run_id, evicted = str(server["run_id"]), int(stats["evicted_keys"])
-        self.reader_signs_seen = CacheSigns(run_id, evicted, _text(token))
-        return run_id, evicted, not created
+        return str(server["run_id"]), int(stats["evicted_keys"]), not created, _text(token)
 
     def reader_look(self) -> CacheSigns | None:
         """The query reader's look before it caches a batch: the signs, its sentinel set
@@ -195,8 +190,9 @@ class CacheLossWatch:
         self.reader_signs: CacheSigns | None = None
 
     def lost_at(self, now_us: int) -> int:
-        signs = self.cache.loss_signs()
-        self.reader_signs = self.cache.reader_signs_seen
+        looked = self.cache.loss_signs()
+        signs = None if looked is None else looked[:3]
+        self.reader_signs = None if looked is None else CacheSigns(looked[0], looked[1], looked[3])
         if signs is None or signs != self._signs:
             self._lost_at_us = now_us
         # The sentinel is set now: the next look expects it present.

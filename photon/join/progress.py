@@ -72,7 +72,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from photon.events.records import QuarantineReason, QuarantineRecord
 from photon.join.cache import CacheSigns
@@ -408,8 +408,20 @@ class CacheIntact(NamedTuple):
 def read_cache_intact(reader_state_dir: Path) -> CacheIntact | None:
     """The reader's :class:`CacheIntact`; None when it published none (no look yet, its
     last look had no answer, or a reader from before it looked)."""
+    return cache_intact_of(_published_data(reader_state_dir))
+
+
+def read_cache_state(reader_state_dir: Path) -> tuple[int | None, CacheIntact | None]:
+    """:func:`read_cache_lost_at` and :func:`read_cache_intact` from one read of the file."""
+    data = _published_data(reader_state_dir)
+    return _int_of(data, "cache_lost_at_us"), cache_intact_of(data)
+
+
+def cache_intact_of(data: dict[str, Any] | None) -> CacheIntact | None:
+    """The :class:`CacheIntact` in a published ``progress.json`` (None: none in it)."""
+    if data is None:
+        return None
     try:
-        data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
         after, signs = data.get("cache_intact_after_us"), data.get("cache_signs")
         if after is None or signs is None:
             return None
@@ -417,16 +429,28 @@ def read_cache_intact(reader_state_dir: Path) -> CacheIntact | None:
         if token is None:
             return None
         return CacheIntact(int(after), CacheSigns(str(run_id), int(evicted), token))
-    except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):
         return None
 
 
 def _published(reader_state_dir: Path, name: str) -> int | None:
     """One value of ``progress.json``; None when missing or unreadable."""
+    return _int_of(_published_data(reader_state_dir), name)
+
+
+def _published_data(reader_state_dir: Path) -> dict[str, Any] | None:
+    """``progress.json``; None when missing or unreadable."""
     try:
         data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
-        return int(data[name])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _int_of(data: dict[str, Any] | None, name: str) -> int | None:
+    try:
+        return None if data is None else int(data[name])
+    except (KeyError, ValueError, TypeError):
         return None
 
 

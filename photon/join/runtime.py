@@ -37,8 +37,7 @@ from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
 from photon.join.progress import (
     ReaderProgress,
-    read_cache_intact,
-    read_cache_lost_at,
+    read_cache_state,
     read_progress,
 )
 from photon.join.query_reader import QueryReader
@@ -177,8 +176,7 @@ def cache_lost_at(watch: CacheLossWatch, reader_state_dir: Path) -> Callable[[in
     was put after it."""
 
     def lost_at(now_us: int) -> int:
-        intact = read_cache_intact(reader_state_dir)  # before the look: never newer
-        dropped = read_cache_lost_at(reader_state_dir)
+        dropped, intact = read_cache_state(reader_state_dir)  # before the look: never newer
         seen = watch.lost_at(now_us)
         if intact is not None and watch.reader_signs == intact.signs:
             return intact.after_us
