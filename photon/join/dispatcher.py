@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -800,8 +800,7 @@ class Dispatcher(GroupJoiner):
             report.objects += self.output.unjoinable(batch, unjoinable)
             resolved += [c.click_id for c in expired]
 
-        self.retries.remove(resolved)
-        self.retries.finish_batch(batch)
+        self.retries.finish_batch(batch, settled=resolved)
 
     def _quarantine(
         self, batch: str, records: Sequence[QuarantineRecord], report: BatchReport
@@ -898,8 +897,8 @@ class Dispatcher(GroupJoiner):
         if not self.reader_has_read(event.query_id, progress_us):
             return False
         tried = click.attempts
-        last_try = replace(click, attempts=tried + 1)  # as the retry store will count it
-        if self.retries.past_limits(last_try, now) and self._reader_past(event, progress_us):
+        # with this try, as the retry store will count it
+        if self.retries.past_limits(click, now, tries=1) and self._reader_past(event, progress_us):
             return True
         if lost_at is not None and event.query_id.ts_us > lost_at:
             return False

@@ -20,13 +20,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from photon.settings import RetrySettings
-from registry.sharding import stable_hash
 
 _US = 1_000_000
 
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS retries (
     due_us INTEGER NOT NULL,
     wake_progress_us INTEGER
 );
-CREATE INDEX IF NOT EXISTS retries_due ON retries (due_us);
+CREATE INDEX IF NOT EXISTS retries_due_order ON retries (due_us, click_id);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS open_batches (
     batch TEXT PRIMARY KEY,
@@ -107,6 +107,8 @@ class RetryStore:
             "CREATE INDEX IF NOT EXISTS retries_seen ON retries (first_seen_us) "
             "WHERE query_id IS NOT NULL"
         )
+        # a store made before the due order's index held the click id: one index to keep
+        self._db.execute("DROP INDEX IF EXISTS retries_due")
 
     def _add_columns(self, table: str, columns: Sequence[str]) -> None:
         """Add each of ``columns`` (``name`` for a nullable integer, or ``name TYPE``)
@@ -123,8 +125,12 @@ class RetryStore:
     def backoff_us(self, click_id: str, attempts: int) -> int:
         p = self.policy
         base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
-        unit = (stable_hash(f"{click_id}#{attempts}") % 2_000_001) / 1_000_000 - 1.0  # [-1, 1]
-        return max(1, int(base * (1.0 + p.jitter * unit) * _US))
+        if not p.jitter:
+            return max(1, int(base * _US))
+        # CRC-32, not the shards' hash: the driver draws one for every click it defers,
+        # and a jitter needs spread and stability, not a cryptographic digest.
+        unit = (zlib.crc32(f"{click_id}#{attempts}".encode()) % 2_000_001) / 1_000_000 - 1.0
+        return max(1, int(base * (1.0 + p.jitter * unit) * _US))  # unit in [-1, 1]
 
     def defer(
         self,
@@ -155,35 +161,47 @@ class RetryStore:
         pending = list(clicks)
         deferred: list[PendingClick] = []
         expired: list[PendingClick] = []
-        rows: list[tuple[object, ...]] = []
+        inserts: list[tuple[object, ...]] = []  # new rows, or a row's query named anew
+        updates: list[tuple[object, ...]] = []  # the row's schedule alone
+        ids = [c.click_id for c in pending]
+        twice = len(set(ids)) != len(ids)  # in order, through the one statement that does all
         with self._transaction():
-            # One read and one executemany, not two statements a click: a backlog's
+            # One read and one executemany a kind, not two statements a click: a backlog's
             # never-joinable clicks come back batch after batch (docs/join.md, "Local
             # state"). ``known`` follows the writes, so a click given twice counts twice.
-            known = self._sightings([c.click_id for c in pending])
+            known = self._sightings(ids)
             for click in pending:
-                first_seen, attempts = known.get(click.click_id, (now_us, 0))
+                click_id = click.click_id
+                stored = known.get(click_id)
+                first_seen, attempts, stored_query = stored or (now_us, 0, None)
                 attempts += 1
                 current = PendingClick(
-                    click.click_id, click.raw, click.file, click.offset, first_seen, attempts
+                    click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                if self.past_limits(current, now_us) and may_expire(click.click_id):
+                if self.past_limits(current, now_us) and may_expire(click_id):
                     expired.append(current)
                     continue
-                known[click.click_id] = (first_seen, attempts)
-                rows.append(
-                    (
-                        click.click_id,
-                        click.raw,
-                        click.file,
-                        click.offset,
-                        first_seen,
-                        attempts,
-                        now_us + self.backoff_us(click.click_id, attempts),
-                        wake.get(click.click_id),
-                        queries.get(click.click_id),
+                query_id = queries.get(click_id)
+                known[click_id] = (first_seen, attempts, query_id or stored_query)
+                due = now_us + self.backoff_us(click_id, attempts)
+                if stored is not None and not twice and query_id in (None, stored_query):
+                    # Only its schedule changes: the narrow statement leaves the row's
+                    # query (and the index over it) alone, a third cheaper.
+                    updates.append((attempts, due, wake.get(click_id), click_id))
+                else:
+                    inserts.append(
+                        (
+                            click_id,
+                            click.raw,
+                            click.file,
+                            click.offset,
+                            first_seen,
+                            attempts,
+                            due,
+                            wake.get(click_id),
+                            query_id,
+                        )
                     )
-                )
                 deferred.append(current)
             self._db.executemany(
                 "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
@@ -191,25 +209,31 @@ class RetryStore:
                 "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
                 "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us, "
                 "too_new_until_us = NULL, query_id = coalesce(excluded.query_id, query_id)",
-                rows,
+                inserts,
+            )
+            self._db.executemany(
+                "UPDATE retries SET attempts = ?, due_us = ?, wake_progress_us = ?, "
+                "too_new_until_us = NULL WHERE click_id = ?",
+                updates,
             )
         return deferred, expired
 
-    def _sightings(self, click_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """(first sighting, attempts) of those of ``click_ids`` the store holds."""
+    def _sightings(self, click_ids: Sequence[str]) -> dict[str, tuple[int, int, str | None]]:
+        """(first sighting, attempts, query) of those of ``click_ids`` the store holds."""
         if not click_ids:
             return {}
         rows = self._db.execute(
-            "SELECT click_id, first_seen_us, attempts FROM retries "
+            "SELECT click_id, first_seen_us, attempts, query_id FROM retries "
             "WHERE click_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(click_ids)),),
         ).fetchall()
-        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in rows}
 
-    def past_limits(self, click: PendingClick, now_us: int) -> bool:
-        """Past both ``max_attempts`` and ``max_age_s`` since it was first seen."""
-        return click.attempts >= self.policy.max_attempts and now_us - click.first_seen_us >= int(
-            self.policy.max_age_s * _US
+    def past_limits(self, click: PendingClick, now_us: int, tries: int = 0) -> bool:
+        """Past both ``max_attempts`` and ``max_age_s`` since it was first seen, once
+        ``tries`` more tries are counted."""
+        return click.attempts + tries >= self.policy.max_attempts and (
+            now_us - click.first_seen_us >= int(self.policy.max_age_s * _US)
         )
 
     def hold(
@@ -292,11 +316,22 @@ class RetryStore:
         """Up to ``limit`` clicks due at ``now_us`` or woken by the query reader's progress
         (:meth:`defer`), the longest-waiting first. A replay passes its first try's clock
         and progress, and so takes the same clicks."""
+        # Two searches, each on its own index: the first ``limit`` clicks due by their
+        # timer (``retries_due_order`` holds their order), and those not due yet that
+        # the reader's progress wakes; the first ``limit`` of both are read. One WHERE
+        # with an OR walked every row of the store, a table read each: a batch cost what
+        # the store held (a DC back from an outage holds its backlog's clicks), not
+        # what was due.
         rows = self._db.execute(
-            "SELECT click_id, raw, file, offset, first_seen_us, attempts, "
-            "wake_progress_us IS NOT NULL FROM retries "
-            "WHERE due_us <= ? OR wake_progress_us <= ? ORDER BY due_us, click_id LIMIT ?",
-            (now_us, reader_progress_us, limit),
+            "SELECT r.click_id, r.raw, r.file, r.offset, r.first_seen_us, r.attempts, "
+            "r.wake_progress_us IS NOT NULL FROM ("
+            "SELECT * FROM (SELECT rowid AS id, due_us, click_id FROM retries "
+            "WHERE due_us <= :now ORDER BY due_us, click_id LIMIT :limit) UNION ALL "
+            "SELECT rowid AS id, due_us, click_id FROM retries INDEXED BY retries_wake "
+            "WHERE wake_progress_us <= :progress AND due_us > :now "
+            "ORDER BY due_us, click_id LIMIT :limit"
+            ") AS d JOIN retries AS r ON r.rowid = d.id ORDER BY d.due_us, d.click_id",
+            {"now": now_us, "progress": reader_progress_us, "limit": limit},
         ).fetchall()
         return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
 
@@ -338,23 +373,26 @@ class RetryStore:
         "Local state"). A larger store is probed, one statement over a JSON array (no
         Python call a click). Either way the cost is bounded by the ids given, not by
         a store that grows during an outage."""
+        with self._transaction():
+            self._remove(click_ids)
+
+    def _remove(self, click_ids: Sequence[str]) -> None:
         if not click_ids:
             return
         wanted = list(click_ids)
         scan_below = 2 * len(wanted)
-        with self._transaction():
-            (rows,) = self._db.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM retries LIMIT ?)", (scan_below + 1,)
-            ).fetchone()
-            if rows <= scan_below:
-                given = set(wanted)
-                wanted = [click_id for click_id in self.click_ids() if click_id in given]
-                if not wanted:
-                    return
-            self._db.execute(
-                "DELETE FROM retries WHERE click_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(wanted),),
-            )
+        (rows,) = self._db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM retries LIMIT ?)", (scan_below + 1,)
+        ).fetchone()
+        if rows <= scan_below:
+            given = set(wanted)
+            wanted = [click_id for click_id in self.click_ids() if click_id in given]
+            if not wanted:
+                return
+        self._db.execute(
+            "DELETE FROM retries WHERE click_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),),
+        )
 
     def pending(self) -> int:
         row = self._db.execute("SELECT count(*) FROM retries").fetchone()
@@ -409,8 +447,11 @@ class RetryStore:
             1 if first_groups is None else int(first_groups),  # opened before groups existed
         )
 
-    def finish_batch(self, batch: str) -> None:
+    def finish_batch(self, batch: str, settled: Sequence[str] = ()) -> None:
+        """Close ``batch``, dropping the clicks it ``settled`` (:meth:`remove`) in the same
+        transaction: one commit, and no state in which they left and it is still open."""
         with self._transaction():
+            self._remove(settled)
             self._db.execute("DELETE FROM open_batches WHERE batch = ?", (batch,))
 
     def unfinished_batches(self, prefix: str = "") -> list[str]:

@@ -1071,7 +1071,7 @@ BOUNDARIES = {
     "after_joined_write": ("output", "joined"),
     "after_unjoinable_write": ("output", "unjoinable"),
     "after_defer": ("retries", "defer"),
-    "after_remove": ("retries", "remove"),
+    # settled clicks leave the store in the transaction that closes the batch
     "after_finish": ("retries", "finish_batch"),  # foreachBatch returned, commit not logged
 }
 

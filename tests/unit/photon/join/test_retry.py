@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -140,6 +142,51 @@ def test_remove_drops_exactly_the_given_clicks_whether_the_store_is_scanned_or_p
     assert store.pending() == 8
 
 
+def test_a_batch_closes_with_the_clicks_it_settled_in_one_transaction(
+    store: RetryStore,
+) -> None:
+    store.defer([click(1), click(2)], now_us=0)
+    store.begin_batch("000000000003", 5 * S, 3 * S)
+    store.finish_batch("000000000003", settled=[click(1).click_id, click(9).click_id])
+    assert store.click_ids() == [click(2).click_id] and store.unfinished_batches() == []
+    store.begin_batch("000000000004", 6 * S, 3 * S)
+    # A close that fails (here a trigger refuses it) drops none of the batch's clicks.
+    store._db.execute(
+        "CREATE TRIGGER refuse BEFORE DELETE ON open_batches BEGIN SELECT RAISE(ABORT, 'no'); END"
+    )
+    with pytest.raises(sqlite3.IntegrityError):
+        store.finish_batch("000000000004", settled=[click(2).click_id])
+    assert store.click_ids() == [click(2).click_id]
+    assert store.unfinished_batches() == ["000000000004"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_due_takes_the_first_clicks_due_by_timer_or_woken_by_the_reader(
+    tmp_path: Path, seed: int
+) -> None:
+    """Whatever mix of timers and wakes the store holds: the first ``limit`` by due time
+    (then click id) of the clicks due by their timer or woken by the reader's progress,
+    each once."""
+    store = RetryStore(tmp_path / "r.sqlite", POLICY.model_copy(update={"jitter": 0.5}))
+    rng = random.Random(seed)
+    for n in range(300):
+        woken_at = rng.randrange(200) * S if rng.random() < 0.3 else None
+        if n == 1:
+            woken_at = 100 * S  # woken by a reader exactly that far
+        wake = {click(n).click_id: woken_at} if woken_at is not None else {}
+        store.defer([click(n)], now_us=rng.randrange(6) * S, wake_at_progress=wake)
+    store.hold([click(n) for n in range(0, 300, 7)], now_us=0, until_us=4 * S)  # ties
+    rows = store._db.execute("SELECT click_id, due_us, wake_progress_us FROM retries").fetchall()
+    for now, progress, limit in [(0, -1, 10), (2 * S, 100 * S, 60), (4 * S, 150 * S, 1000)]:
+        expected = sorted(
+            (due, click_id)
+            for click_id, due, woken_at in rows
+            if due <= now or (woken_at is not None and woken_at <= progress)
+        )[:limit]
+        got = store.due(now, limit, reader_progress_us=progress)
+        assert [c.click_id for c in got] == [click_id for _, click_id in expected]
+
+
 def test_open_batches_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     first = RetryStore(path, POLICY)
@@ -270,6 +317,32 @@ def test_a_woken_click_is_due_at_once_and_keeps_its_tries_and_its_query(store: R
     assert store.wake([click(1).click_id], now_us=100 * S + S // 2) == 0  # due already
     store.defer([click(1)], now_us=101 * S)  # tried again, not found: its query id stays
     assert store.waiting_for_queries(101 * S, 0, 101 * S, 10) == [(click(1).click_id, "q1")]
+
+
+def test_a_retried_click_keeps_its_row_and_takes_a_query_named_anew(store: RetryStore) -> None:
+    """A retry rewrites only the schedule of a click whose query is as stored (or not
+    given), and the whole row of one whose query is named anew."""
+    store.hold([click(1)], now_us=100 * S, until_us=900 * S, too_new=True)
+    store.defer([click(2)], now_us=100 * S, query_ids={click(2).click_id: "q2"})
+    store.defer([click(3)], now_us=100 * S, query_ids={click(3).click_id: "q3"})
+    queries = {click(1).click_id: "q1", click(2).click_id: "q2", click(3).click_id: "q3-new"}
+    wake = {click(2).click_id: 150 * S}
+    deferred, _ = store.defer(
+        [click(1), click(2), click(3)], now_us=110 * S, query_ids=queries, wake_at_progress=wake
+    )
+    assert [(c.click_id, c.attempts, c.first_seen_us) for c in deferred] == [
+        (click(1).click_id, 1, 100 * S),  # held without a try: this is its first
+        (click(2).click_id, 2, 100 * S),
+        (click(3).click_id, 2, 100 * S),
+    ]
+    assert store.too_new(0) == 0  # tried once in range: an ordinary click
+    assert sorted(store.waiting_for_queries(110 * S, 0, 110 * S, 10)) == [
+        (click(1).click_id, "q1"),
+        (click(2).click_id, "q2"),
+        (click(3).click_id, "q3-new"),
+    ]
+    [woken] = store.due(0, 10, reader_progress_us=150 * S)  # its wake was written too
+    assert woken.click_id == click(2).click_id and woken.behind_reader
 
 
 def test_a_store_made_before_clicks_kept_their_query_id_still_opens(tmp_path: Path) -> None:
