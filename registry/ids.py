@@ -68,8 +68,8 @@ class EventId:
         pid, ts_us = int(pid_text), int(ts_text)
         _check_ranges(pid, ts_us)
         # The match checked the address: built without __post_init__ checking it again,
-        # each slot set through its descriptor (a quarter cheaper than object.__setattr__
-        # by name; every line of every stream carries one or two ids).
+        # each slot set through its descriptor (the parse a quarter cheaper than with
+        # object.__setattr__ by name; every line of every stream carries one or two ids).
         event_id = object.__new__(cls)
         _SET_SERVER_IP(event_id, ip)
         _SET_PID(event_id, pid)
