@@ -306,6 +306,7 @@ class Dispatcher(GroupJoiner):
         dispatch: DispatchPolicy = DispatchPolicy(),
         *,
         reader_progress: Callable[[], int] | None = None,
+        reader_mark: Callable[[], bytes | None] | None = None,
         cache_lost_at: Callable[[int], int] | None = None,
         run_groups: GroupRunner | None = None,
         submit_groups: GroupSubmitter | None = None,
@@ -320,6 +321,12 @@ class Dispatcher(GroupJoiner):
         # The DC query reader's published progress (photon.join.progress); None: no
         # reader to wait for (every click may expire once past the retry limits).
         self.reader_progress = reader_progress
+        # What the reader last published, as written (photon.join.progress.published_mark);
+        # None: unknown (every wake look then looks at the whole window).
+        self.reader_mark = reader_mark
+        # The last whole wake look: the reader's mark before it, and the newest first
+        # sighting it covered (:meth:`_wake_arrived`).
+        self._last_wake_look: tuple[bytes, int] | None = None
         # The last time (given the batch's ``now``) the cache may have lost a query
         # (photon.join.cache.CacheLossWatch); None: it may always have.
         self.cache_lost_at = cache_lost_at
@@ -634,20 +641,36 @@ class Dispatcher(GroupJoiner):
         query that comes later than the window after its click is found by the
         click's timer, as before. Not while the cache is down (nothing to ask), and
         not in a replay (:meth:`RetryStore.wake`: its first try's wake is in the
-        store already).
+        store already). While the reader has published nothing since the last whole
+        look (``reader_mark``), only the clicks first seen since that look's window
+        are looked at: a skipped click is only ever found later (by the next look
+        after the reader publishes, or its timer), never lost.
         """
         if not self.arrival_window_us or not self.cache.available:
             return 0
-        waiting = self.retries.waiting_for_queries(
-            now,
-            now - self.arrival_window_us,
-            now - self.affinity_grace_us,
-            limit=self.max_retries_per_batch,
-        )
+        seen_from, seen_until = now - self.arrival_window_us, now - self.affinity_grace_us
+        # Read before the look: a query the reader caches after this is published after.
+        mark = self.reader_mark() if self.reader_mark is not None else None
+        last, self._last_wake_look = self._last_wake_look, None
+        if mark is not None and last is not None and last[0] == mark:
+            # The reader published nothing since the last whole look, so it cached no
+            # query since but ones it will publish: the clicks that look covered, or
+            # that a try since asked the cache for, would find nothing new. Only the
+            # clicks that became old enough since are looked at (the bench's backlog:
+            # thousands of never-joinable clicks, one MGET each a batch, otherwise).
+            seen_from = max(seen_from, last[1] + 1)
+        limit = self.max_retries_per_batch
+        waiting = self.retries.waiting_for_queries(now, seen_from, seen_until, limit=limit)
+        whole = None if mark is None or len(waiting) >= limit else (mark, seen_until)
         if not waiting:
+            self._last_wake_look = whole
             return 0
-        cached = self.cache.find_many((query for _, query in waiting), count=False)
-        if not cached or not self.cache.available:
+        cache = self.cache
+        cached = cache.find_many((query for _, query in waiting), count=False)
+        if not cache.available:  # Redis failed during the MGET: the look found nothing
+            return 0
+        self._last_wake_look = whole
+        if not cached:
             return 0
         return self.retries.wake([click for click, query in waiting if query in cached], now)
 

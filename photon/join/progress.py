@@ -433,6 +433,18 @@ def cache_intact_of(data: dict[str, Any] | None) -> CacheIntact | None:
         return None
 
 
+def published_mark(reader_state_dir: Path) -> bytes | None:
+    """``progress.json`` as the reader last wrote it; None when there is none.
+
+    The reader publishes after it caches each batch of queries, and each such
+    publish names its batch, so the same bytes twice mean it cached no query it has
+    published since (docs/join.md, "One joiner batch": the wake look)."""
+    try:
+        return (reader_state_dir / PROGRESS_FILE).read_bytes()
+    except OSError:
+        return None
+
+
 def _published(reader_state_dir: Path, name: str) -> int | None:
     """One value of ``progress.json``; None when missing or unreadable."""
     return _int_of(_published_data(reader_state_dir), name)

@@ -37,6 +37,7 @@ from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
 from photon.join.progress import (
     ReaderProgress,
+    published_mark,
     read_cache_state,
     read_progress,
 )
@@ -225,6 +226,7 @@ def build_joiner(settings: PhotonSettings, dc: str) -> JoinerApp:
             join_policy(settings),
             dispatch,
             reader_progress=lambda: read_progress(query_reader_dir(settings, dc)),
+            reader_mark=lambda: published_mark(query_reader_dir(settings, dc)),
             cache_lost_at=cache_lost_at(
                 CacheLossWatch(parts.cache), query_reader_dir(settings, dc)
             ),

@@ -16,7 +16,7 @@ from photon.join.group import GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
-from photon.join.progress import ReaderProgress, read_progress
+from photon.join.progress import ReaderProgress, published_mark, read_progress
 from photon.join.query_reader import QueryReader
 from photon.join.retry import RetryStore
 from photon.join.runtime import cache_lost_at
@@ -149,6 +149,7 @@ def make_dc(
         watch_clicks: bool = False,
         adapter: Adapter | None = None,
         arrival_window_s: float = 0.0,
+        follow_reader_mark: bool = False,
     ) -> DcParts:
         cache = CacheEventStore(redis_url or settings.redis_url, dc, prefix=prefix)
         caches.append(cache)
@@ -205,6 +206,8 @@ def make_dc(
                 query_window_us=W_US, join_groups=join_groups, arrival_window_s=arrival_window_s
             ),
             reader_progress=lambda: read_progress(progress_dir),
+            # as the apps do (photon.join.runtime); off, every wake look is whole
+            reader_mark=(lambda: published_mark(progress_dir)) if follow_reader_mark else None,
             cache_lost_at=cache_lost_at(CacheLossWatch(cache), progress_dir),
             clock=clock,
             sleep=sleep,

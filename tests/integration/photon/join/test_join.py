@@ -505,6 +505,45 @@ def test_a_click_is_joined_as_soon_as_its_late_query_is_cached_not_at_its_next_b
     assert a.joiner.process_retries() is None  # the others still wait for their timers
 
 
+def test_a_wake_look_waits_for_the_readers_publish_and_loses_no_click(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """While the reader has published nothing since the last whole look, a look asks the
+    cache only for clicks first seen since: a query put but not yet published is found
+    by the look after the reader publishes, and its clicks are joined then."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock, arrival_window_s=600.0, follow_reader_mark=True)
+    late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
+    waiting = len(manifest.never_joinable)
+    asked: list[int] = []
+    find_many = a.joiner.cache.find_many
+
+    def counting(query_ids: Any, **kwargs: Any) -> dict[str, bytes]:
+        ids = list(query_ids)
+        asked.append(len(ids))
+        return find_many(ids, **kwargs)
+
+    a.joiner.cache.find_many = counting  # type: ignore[method-assign]
+    # The reader's put, its publish still to come: the next look asks for no click (each
+    # was tried, its query asked for, after the look before their batch).
+    line = _late_query_line(root, late_query)
+    a.joiner.cache.put_many({late_query: line})
+    clock.now_us += S // 20
+    assert a.joiner.process_retries() is None and asked == []
+    assert a.retries.pending() == waiting
+    # The reader reads the line for real: it caches it and publishes.
+    late_log = root / "a" / "queries" / "late.log"
+    late_log.write_bytes(line + b"\n")
+    a.reader.process("q-late", [LogLine(late_log.name, 0, line)])
+    clock.now_us += S // 20  # still within the first backoff (1 s, ± 10%)
+    report = a.joiner.process_retries()
+    assert asked[0] == waiting  # a whole look again (then the woken clicks' own tries)
+    assert report is not None and report.woken == report.joined == len(late_clicks)
+    joined = sorted(r["click_id"] for r in rows(store, "joined/") if r["click_id"] in late_clicks)
+    assert joined == late_clicks and a.retries.pending() == waiting - len(late_clicks)
+
+
 def test_a_batch_that_woke_clicks_and_crashed_takes_them_again_in_its_replay(
     make_dc: MakeDc,
     store: ObjectStore,
