@@ -441,7 +441,7 @@ def published_mark(reader_state_dir: Path) -> bytes | None:
     published since (docs/join.md, "One joiner batch": the wake look)."""
     try:
         return (reader_state_dir / PROGRESS_FILE).read_bytes()
-    except OSError:
+    except FileNotFoundError:
         return None
 
 
@@ -452,9 +452,10 @@ def _published(reader_state_dir: Path, name: str) -> int | None:
 
 def _published_data(reader_state_dir: Path) -> dict[str, Any] | None:
     """``progress.json``; None when missing or unreadable."""
+    raw = published_mark(reader_state_dir)
     try:
-        data = json.loads((reader_state_dir / PROGRESS_FILE).read_text())
-    except (FileNotFoundError, ValueError):
+        data = None if raw is None else json.loads(raw)
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 

@@ -149,9 +149,9 @@ class RetryStore:
 
         Expired clicks, past both the attempt and the age limits and allowed by
         ``may_expire`` (the DC's query reader has read far enough past them), are left as
-        they are: the caller writes them out as unjoinable and only then
-        removes them (:meth:`remove`), so a crash in between loses none. A click
-        past the limits that may not expire yet is deferred like any other.
+        they are: the caller writes them out as unjoinable and only then removes
+        them (:meth:`finish_batch`, as settled), so a crash in between loses none. A
+        click past the limits that may not expire yet is deferred like any other.
 
         ``query_ids`` names the query each click waits for: such a click is woken
         as soon as its query is cached (:meth:`waiting_for_queries`, :meth:`wake`).
