@@ -34,6 +34,7 @@ from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from photon.faults import FaultInjector
+from photon.heap import collector_paused
 from photon.join.dispatcher import GroupRunner, GroupSubmitter
 from photon.join.group import GroupJoiner, GroupOutcome, GroupWork
 from photon.join.runtime import build_group_joiner
@@ -85,9 +86,13 @@ def _join_partition(
         joiner = _group_joiner(settings, settings_key, dc, attempt, driver_pid)
         context = TaskContext.get()
         task_attempt = context.attemptNumber() if context is not None else 0
-        for work in works:
-            work.task_attempt = task_attempt
-            yield joiner.join(work)
+        # No cyclic collection in the task: it makes tens of thousands of objects, few
+        # of them garbage, and each young collection walked them again. The daemon
+        # collects after every task (docs/join.md, "The join on executors").
+        with collector_paused():
+            for work in works:
+                work.task_attempt = task_attempt
+                yield joiner.join(work)
 
     return join
 
