@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 
 from photon.heap import collector_paused
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def collecting() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.enable()
-    yield
-    if not was:
-        gc.disable()
 
 
 @pytest.mark.usefixtures("collecting")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,15 +33,6 @@ def joiner(monkeypatch: pytest.MonkeyPatch) -> _RecordingJoiner:
     recording = _RecordingJoiner()
     monkeypatch.setattr(join_tasks, "_group_joiner", lambda *args, **kwargs: recording)
     return recording
-
-
-@pytest.fixture
-def collecting() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.enable()
-    yield
-    if not was:
-        gc.disable()
 
 
 def _task(works: list[Any]) -> list[Any]:

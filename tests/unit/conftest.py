@@ -1,0 +1,18 @@
+"""Fixtures the unit tests share."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture
+def collecting() -> Iterator[None]:
+    """The cyclic collector on for the test, and as it was after it."""
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
