@@ -61,12 +61,8 @@ def test_a_task_that_fails_leaves_the_collector_on(
     assert gc.isenabled()
 
 
+@pytest.mark.usefixtures("collecting")
 def test_a_task_leaves_a_collector_that_was_off_off(joiner: _RecordingJoiner) -> None:
-    was = gc.isenabled()
     gc.disable()
-    try:
-        _task([_Work()])
-        assert not gc.isenabled()
-    finally:
-        if was:
-            gc.enable()
+    _task([_Work()])
+    assert not gc.isenabled()
