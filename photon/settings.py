@@ -27,6 +27,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    FilePath,
     SecretStr,
     ValidationError,
     field_validator,
@@ -425,6 +426,10 @@ class StackSettings(_Section):
     #: ZooKeeper exporter, each where its Debian package is installed (docs/metrics.md).
     monitoring: bool = True
     prometheus_port: Port = 9090
+    #: The alert rules that Prometheus loads. When unset, the project's own
+    #: rules are used (``infra/prometheus/rules/photon.yml``, docs/metrics.md
+    #: "Alerts"). Point it at a copy to try other thresholds on the local stack.
+    prometheus_rules: FilePath | None = None
     redis_exporter_port: Port = 9121
     zk_exporter_port: Port = 9141
 

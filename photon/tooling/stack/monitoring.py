@@ -82,6 +82,11 @@ class PrometheusService:
     def url(self) -> str:
         return f"http://{self.stack.host}:{self.stack.prometheus_port}"
 
+    @property
+    def rules(self) -> Path:
+        """The alert rules it loads: the stack's setting, or the project's own."""
+        return self.stack.prometheus_rules or RULES_FILE
+
     def ports(self) -> dict[str, int]:
         return {"prometheus_port": self.stack.prometheus_port}
 
@@ -117,7 +122,7 @@ class PrometheusService:
                 "scrape_interval": SCRAPE_INTERVAL,
                 "evaluation_interval": EVALUATION_INTERVAL,
             },
-            "rule_files": [str(RULES_FILE)] if RULES_FILE.is_file() else [],
+            "rule_files": [str(self.rules)] if self.rules.is_file() else [],
             "scrape_configs": jobs,
         }
 
@@ -138,7 +143,7 @@ class PrometheusService:
         status, body = _get(f"{self.url}/-/ready", timeout_s)
         if status != 200:
             return False, f"not ready ({status or body})"
-        rules = "rules loaded" if RULES_FILE.is_file() else f"no rules: {RULES_FILE} missing"
+        rules = "rules loaded" if self.rules.is_file() else f"no rules: {self.rules} missing"
         return True, f"ready; {rules}"
 
 

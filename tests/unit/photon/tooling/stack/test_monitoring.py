@@ -57,3 +57,16 @@ def test_monitoring_runs_what_is_installed_and_nothing_when_off(
     monkeypatch.setattr(monitoring, "installed", lambda binary: False)
     assert names(PhotonSettings()) == ["zk-exporter"]  # ours: always there
     assert names(PhotonSettings(stack=StackSettings(monitoring=False))) == []
+
+
+def test_prometheus_loads_the_rules_the_stack_names_and_refuses_a_missing_file(
+    tmp_path: Path,
+) -> None:
+    rules = tmp_path / "rules.yml"
+    rules.write_text("groups: []\n")
+    settings = PhotonSettings(stack=StackSettings(prometheus_rules=rules))
+    prometheus = PrometheusService(settings, tmp_path)
+    assert prometheus.config()["rule_files"] == [str(rules)]
+    assert PrometheusService(PhotonSettings(), tmp_path).rules == RULES_FILE
+    with pytest.raises(ValueError, match="prometheus_rules"):
+        StackSettings(prometheus_rules=tmp_path / "missing.yml")
