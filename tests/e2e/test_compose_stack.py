@@ -110,8 +110,8 @@ def _executors(project: ComposeProject, app: str) -> list[dict[str, Any]]:
             "try:\n"
             "    app = json.load(u.urlopen(base, timeout=10))[0]['id']\n"
             "    print(json.dumps(json.load(u.urlopen(f'{base}/{app}/executors', timeout=10))))\n"
-            "except urllib.error.URLError:\n"
-            "    print('[]')  # its UI is not up yet: the app is still starting",
+            "except (urllib.error.URLError, TimeoutError):\n"
+            "    print('[]')  # its UI is not up, or not answering yet: the app is starting",
         )
     )
 
