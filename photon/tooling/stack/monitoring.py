@@ -84,8 +84,9 @@ class PrometheusService:
 
     @property
     def rules(self) -> Path:
-        """The alert rules it loads: the stack's setting, or the project's own."""
-        return self.stack.prometheus_rules or RULES_FILE
+        """The alert rules it loads: the stack's setting, or the project's own. Absolute:
+        Prometheus reads a relative rules path from its config file's directory."""
+        return (self.stack.prometheus_rules or RULES_FILE).resolve()
 
     def ports(self) -> dict[str, int]:
         return {"prometheus_port": self.stack.prometheus_port}

@@ -60,13 +60,17 @@ def test_monitoring_runs_what_is_installed_and_nothing_when_off(
 
 
 def test_prometheus_loads_the_rules_the_stack_names_and_refuses_a_missing_file(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rules = tmp_path / "rules.yml"
     rules.write_text("groups: []\n")
     settings = PhotonSettings(stack=StackSettings(prometheus_rules=rules))
     prometheus = PrometheusService(settings, tmp_path)
     assert prometheus.config()["rule_files"] == [str(rules)]
-    assert PrometheusService(PhotonSettings(), tmp_path).rules == RULES_FILE
+    assert PrometheusService(PhotonSettings(), tmp_path).rules == RULES_FILE.resolve()
+    # a relative path is the working directory's, not the config file's
+    monkeypatch.chdir(tmp_path)
+    relative = PhotonSettings(stack=StackSettings(prometheus_rules=Path("rules.yml")))
+    assert PrometheusService(relative, tmp_path / "x").config()["rule_files"] == [str(rules)]
     with pytest.raises(ValueError, match="prometheus_rules"):
         StackSettings(prometheus_rules=tmp_path / "missing.yml")
