@@ -123,7 +123,7 @@ class PrometheusService:
                 "scrape_interval": SCRAPE_INTERVAL,
                 "evaluation_interval": EVALUATION_INTERVAL,
             },
-            "rule_files": [str(self.rules)] if self.rules.is_file() else [],
+            "rule_files": [str(rules)] if (rules := self.rules).is_file() else [],
             "scrape_configs": jobs,
         }
 
@@ -144,8 +144,9 @@ class PrometheusService:
         status, body = _get(f"{self.url}/-/ready", timeout_s)
         if status != 200:
             return False, f"not ready ({status or body})"
-        rules = "rules loaded" if self.rules.is_file() else f"no rules: {self.rules} missing"
-        return True, f"ready; {rules}"
+        rules = self.rules
+        loaded = "rules loaded" if rules.is_file() else f"no rules: {rules} missing"
+        return True, f"ready; {loaded}"
 
 
 @dataclass(frozen=True, slots=True)
