@@ -1,8 +1,11 @@
-"""A Python worker freezes its heap once something long-lived was built, once per thing."""
+"""A Python worker freezes its heap once something long-lived was built, once per thing;
+one Spark's daemon forked leaves its collections to the daemon."""
 
 from __future__ import annotations
 
 import gc
+import sys
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +21,14 @@ def thawed() -> Iterator[None]:
     gc.unfreeze()
     yield
     gc.unfreeze()
+    gc.enable()
     worker_heap._FROZEN.clear()
+
+
+def _main_module_run_as(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name=module)  # type: ignore[assignment]
+    monkeypatch.setitem(sys.modules, "__main__", main)
 
 
 def test_what_was_built_leaves_the_collections_and_what_comes_later_does_not() -> None:
@@ -38,3 +48,23 @@ def test_what_was_built_leaves_the_collections_and_what_comes_later_does_not() -
     worker_heap.freeze_once("another client")  # built later in the same worker: frozen too
     assert gc.get_freeze_count() > before
     assert not any(c is later[0] for c in gc.get_objects())
+
+
+def test_a_worker_forked_by_spark_s_daemon_leaves_collecting_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _main_module_run_as(monkeypatch, "pyspark.daemon")
+    assert worker_heap.under_spark_daemon()
+    worker_heap.freeze_once("clients")
+    # The daemon runs gc.collect() after each task: no collection inside one.
+    assert not gc.isenabled()
+
+
+@pytest.mark.parametrize("module", ["pytest", "spark_apps.joiner", "pyspark.worker"])
+def test_any_other_process_keeps_its_collector(
+    monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    _main_module_run_as(monkeypatch, module)
+    assert not worker_heap.under_spark_daemon()
+    worker_heap.freeze_once("clients")
+    assert gc.isenabled()
