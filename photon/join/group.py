@@ -63,7 +63,7 @@ from photon.join.batch_lines import GroupReads, group_of_id, read_group
 from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
-from photon.join.output import JOINED_BASE, OutputWriter, event_hour, unwritable
+from photon.join.output import JOINED_BASE, OutputWriter, check_rows, event_hour
 from photon.join.retry import PendingClick
 from registry import IdRegistry, LookupResult, RegisterResult
 from registry.sharding import stable_hash
@@ -451,9 +451,10 @@ class GroupJoiner:
             to_register.append((click, row))
         # Nothing that can fail the same way twice runs after the commit: a row that
         # cannot be written is quarantined now, never registered (docs/join.md).
-        to_register, schema = self._writable(to_register, out)
+        to_register, schema, table = self._writable(to_register, out)
 
         rows: list[dict[str, Any]] = []
+        written: list[int] = []  # each row's index in to_register: its row of ``table``
         too_old_rows = [unjoinable_row(self.dc, c.line, "too_old", now) for c in too_old]
         if to_register:
             register_started = time.perf_counter()
@@ -468,7 +469,7 @@ class GroupJoiner:
                 self.faults.after_commit(work.batch, first_try=not replay)
             out.register_s = time.perf_counter() - register_started
             out.registered = len(results)
-            for click, row in to_register:
+            for index, (click, row) in enumerate(to_register):
                 outcome = results.get(click.line.click_id)
                 if outcome is RegisterResult.TOO_NEW:  # held, or quarantined
                     self._too_new(click, out)
@@ -478,6 +479,7 @@ class GroupJoiner:
                     out.counts["already_joined"] += 1
                 elif outcome is RegisterResult.COMMITTED:
                     rows.append(row)
+                    written.append(index)
                     out.latencies_us.append(max(0, now - click.event.click_id.ts_us))
                 elif outcome is RegisterResult.ALREADY_REGISTERED:
                     out.counts["wasted"] += 1
@@ -486,6 +488,7 @@ class GroupJoiner:
                     too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))
         if replay:  # what the crashed try wrote stands, in whichever of its objects
             rows = _unwritten(rows, self.output.written_ids(work.batch, _hours(rows)))
+            table = None  # of rows that may be gone now
             too_old_rows = _unwritten(
                 too_old_rows,
                 self.output.written_ids(work.batch, _hours(too_old_rows), kind="too_old"),
@@ -495,7 +498,9 @@ class GroupJoiner:
             # nothing: a lost executor's task that outlived its batch, say.
             self.registry.check_fence(work.batch)
         if rows:
-            out.objects += self.output.joined(work.part, rows, schema)
+            if table is not None and len(written) < table.num_rows:
+                table = table.take(written)  # the rows whose registration this try won
+            out.objects += self.output.joined(work.part, rows, schema, table)
         out.counts["joined"] = len(rows)
         if too_old_rows:
             out.objects += self.output.unjoinable(work.part, too_old_rows, too_old=True)
@@ -566,12 +571,13 @@ class GroupJoiner:
 
     def _writable(
         self, candidates: list[tuple[JoinClick, dict[str, Any]]], out: GroupOutcome
-    ) -> tuple[list[tuple[JoinClick, dict[str, Any]]], pa.Schema]:
-        """The candidates whose rows the output can hold, and the schema they are written
-        with; the others are quarantined (``unwritable``, with the reason) and settled."""
-        bad, schema = unwritable([row for _, row in candidates], self._schema)
+    ) -> tuple[list[tuple[JoinClick, dict[str, Any]]], pa.Schema, pa.Table | None]:
+        """The candidates whose rows the output can hold, the schema they are written
+        with and, when all can, their rows' table (not built twice); the others are
+        quarantined (``unwritable``, with the reason) and settled."""
+        bad, schema, table = check_rows([row for _, row in candidates], self._schema)
         if not bad:
-            return candidates, schema
+            return candidates, schema, table
         for index, reason in sorted(bad.items()):
             line = candidates[index][0].line
             out.quarantined.append(
@@ -581,7 +587,7 @@ class GroupJoiner:
             )
             out.resolved.append(line.click_id)
         out.counts["unwritable"] += len(bad)
-        return [c for n, c in enumerate(candidates) if n not in bad], schema
+        return [c for n, c in enumerate(candidates) if n not in bad], schema, None
 
     def _skip_registered(
         self, batch: str, clicks: list[JoinClick], replay: bool, out: GroupOutcome

@@ -45,7 +45,7 @@ import functools
 import io
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -182,9 +182,14 @@ def click_ids_in(store: ObjectStore, keys: Sequence[str]) -> list[str]:
 
 def by_hour(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     """Rows grouped by their click's event hour, hours in order."""
-    hours: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        hours.setdefault(event_hour(row["click_id"]), []).append(row)
+    return {hour: [rows[n] for n in indices] for hour, indices in rows_by_hour(rows).items()}
+
+
+def rows_by_hour(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """The rows' indices grouped by their click's event hour, hours in order."""
+    hours: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        hours.setdefault(event_hour(row["click_id"]), []).append(index)
     return dict(sorted(hours.items()))
 
 
@@ -193,7 +198,10 @@ def quarantine_key(dc: str, stream: str, attempt: str, batch: str) -> str:
 
 
 def encode(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> bytes:
-    table = pa.Table.from_pylist(list(rows), schema=schema)
+    return encode_table(pa.Table.from_pylist(list(rows), schema=schema))
+
+
+def encode_table(table: pa.Table) -> bytes:
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
@@ -203,11 +211,30 @@ def encode(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> bytes:
 _UNFIT = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
 
+class RowCheck(NamedTuple):
+    """What :func:`check_rows` found: the rows that cannot be written, by index, with
+    the reason; the schema to write the others with; and, when every row fits, their
+    table under that schema (what writing them builds again otherwise)."""
+
+    bad: dict[int, str]
+    schema: pa.Schema
+    table: pa.Table | None
+
+
 def unwritable(
     rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None
 ) -> tuple[dict[int, str], pa.Schema]:
     """The rows that cannot be written under ``schema`` (None: inferred from the rows),
-    by index, each with the reason; and the schema to write the others with.
+    by index, each with the reason; and the schema to write the others with
+    (:func:`check_rows`)."""
+    bad, checked, _ = check_rows(rows, schema)
+    return bad, checked
+
+
+def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> RowCheck:
+    """The rows that cannot be written under ``schema`` (None: inferred from the rows),
+    by index, each with the reason; the schema to write the others with; and the
+    rows' table when none is bad.
 
     Checked before a click is registered (docs/join.md, "Why none is lost"): a
     value that passes decoding and the adapter but does not fit (an integer beyond
@@ -221,16 +248,17 @@ def unwritable(
     inferred from the subset alone might not.
     """
     if schema is not None:
-        if _unfit(rows, schema) is None:
-            return {}, schema
+        table = _built(rows, schema)
+        if isinstance(table, pa.Table):
+            return RowCheck({}, schema, table)
         bad = {n: r for n, row in enumerate(rows) if (r := _unfit([row], schema)) is not None}
-        return bad, schema
+        return RowCheck(bad, schema, None)
     try:
         inferred = pa.Table.from_pylist(list(rows)).schema
     except _UNFIT:
         inferred = None
-    if inferred is not None and _unfit(rows, inferred) is None:
-        return {}, inferred
+    if inferred is not None and isinstance(table := _built(rows, inferred), pa.Table):
+        return RowCheck({}, inferred, table)
     bad = {}
     so_far = pa.schema([])
     for index, row in enumerate(rows):
@@ -246,20 +274,27 @@ def unwritable(
     reason = _unfit(kept, so_far)
     if reason is not None:  # never seen: then none of them is registered
         bad |= {n: reason for n in range(len(rows)) if n not in bad}
-    return bad, so_far
+    return RowCheck(bad, so_far, None)
 
 
 def _unfit(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> str | None:
     """Why ``rows`` cannot be written together under ``schema`` (None: inferred); None
-    if they can. A given schema of plain types always writes once its table builds;
-    one inferred, or any with nested types, is written to Parquet to be sure."""
+    if they can."""
+    built = _built(rows, schema)
+    return built if isinstance(built, str) else None
+
+
+def _built(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> pa.Table | str:
+    """The rows' table under ``schema`` (None: inferred), or why they cannot be written
+    together. A given schema of plain types always writes once its table builds; one
+    inferred, or any with nested types, is written to Parquet to be sure."""
     try:
         table = pa.Table.from_pylist(list(rows), schema=schema)
         if schema is None or any(pa.types.is_nested(f.type) for f in table.schema):
             pq.write_table(table, pa.BufferOutputStream())
     except _UNFIT as exc:
         return _said(exc)
-    return None
+    return table
 
 
 def _said(exc: BaseException) -> str:
@@ -294,14 +329,28 @@ class OutputWriter:
         self.dc = dc
         self.attempt = attempt
 
-    def joined(self, batch: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> list[str]:
-        """Write a batch's joined rows, one object per event hour; the keys written."""
-        return [
-            self._put_rows(
-                joined_key(self.dc, self.attempt, batch, hour), hour_rows, schema, "joined"
-            )
-            for hour, hour_rows in by_hour(rows).items()
-        ]
+    def joined(
+        self,
+        batch: str,
+        rows: Sequence[Mapping[str, Any]],
+        schema: pa.Schema,
+        table: pa.Table | None = None,
+    ) -> list[str]:
+        """Write a batch's joined rows, one object per event hour; the keys written.
+
+        ``table``: the rows' table under ``schema`` (:func:`check_rows` built it), row
+        for row, so that it is not built again."""
+        if table is not None and table.num_rows != len(rows):
+            raise ValueError(f"a table of {table.num_rows} rows for {len(rows)} rows")
+        keys = []
+        for hour, indices in rows_by_hour(rows).items():
+            hour_table = None
+            if table is not None:
+                hour_table = table if len(indices) == len(rows) else table.take(indices)
+            key = joined_key(self.dc, self.attempt, batch, hour)
+            hour_rows = [rows[n] for n in indices]
+            keys.append(self._put_rows(key, hour_rows, schema, "joined", table=hour_table))
+        return keys
 
     def unjoinable(
         self, batch: str, rows: Sequence[Mapping[str, Any]], *, too_old: bool = False
@@ -378,9 +427,11 @@ class OutputWriter:
         kind: str,
         *,
         identity: Callable[[Mapping[str, Any]], object] = lambda row: row["click_id"],
+        table: pa.Table | None = None,
     ) -> str:
         """Write a batch's rows: the rows its existing parts lack (by ``identity``, a
-        click's id by default) go to its next part.
+        click's id by default) go to its next part. ``table``: the rows' table, row for
+        row, written as the first part.
 
         Returns the key of the part written, or of the first part when nothing was new.
         """
@@ -388,7 +439,9 @@ class OutputWriter:
         part = 0
         while True:
             part_key = key if part == 0 else key.removesuffix(".parquet") + f".r{part}.parquet"
-            if self.store.put(part_key, encode(remaining, schema), if_absent=True):
+            encoded = encode(remaining, schema) if table is None else encode_table(table)
+            table = None  # a later part holds only what the earlier ones lack
+            if self.store.put(part_key, encoded, if_absent=True):
                 metrics.OUTPUT_OBJECTS.labels(self.dc, kind).inc()
                 return part_key
             data = self.store.get(part_key)

@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 import pytest
 
 from photon.events.records import QuarantineReason, QuarantineRecord
-from photon.join.output import JOINED_BASE, OutputWriter, attempt_keys, decode, event_hour
+from photon.join.output import (
+    JOINED_BASE,
+    OutputWriter,
+    attempt_keys,
+    check_rows,
+    decode,
+    event_hour,
+)
 from photon.ops.params import Window
 from photon.ops.verify import read_outputs
 from photon.storage import ObjectStore
@@ -52,6 +59,40 @@ def test_a_batch_of_two_hours_writes_an_object_per_hour_and_a_replay_only_what_t
     assert again == [keys[0], f"joined/dc=a/hour={HOUR_11}/run1/000000000003.r1.parquet"]
     assert writer.written_ids("000000000003", [HOUR_11]) == {ids[2], str(late["click_id"])}
     assert len(attempt_keys(store, "joined", "a", "run1")) == 3
+
+
+def test_rows_written_from_their_checked_table_are_the_rows_themselves_hour_by_hour(
+    store: ObjectStore,
+) -> None:
+    # Out of hour order, as a group's registered clicks come: each hour's object holds
+    # its own rows, as when the table is built from the rows again.
+    rows = [joined_row(T0 + H + 7), joined_row(T0 + 5), joined_row(T0 + H + 9)]
+    bad, schema, table = check_rows(rows, JOINED_BASE)
+    assert not bad and table is not None
+    from_table = OutputWriter(store, "a", "run1").joined("000000000003", rows, schema, table)
+    from_rows = OutputWriter(store, "a", "run2").joined("000000000003", rows, schema)
+    assert len(from_table) == len(from_rows) == 2
+    for with_table, without in zip(from_table, from_rows, strict=True):
+        assert decode(store.get(with_table) or b"") == decode(store.get(without) or b"")
+    assert [r["click_id"] for r in decode(store.get(from_table[1]) or b"")] == [
+        rows[0]["click_id"],
+        rows[2]["click_id"],
+    ]
+    # A replay's next part holds only what the first lacks, whatever table it is given.
+    late = joined_row(T0 + H + 11)
+    again = [*rows, late]
+    _, _, whole = check_rows(again, JOINED_BASE)
+    keys = OutputWriter(store, "a", "run1").joined("000000000003", again, schema, whole)
+    assert keys[1].endswith(".r1.parquet")
+    assert decode(store.get(keys[1]) or b"") == [late]
+
+
+def test_a_table_that_is_not_the_rows_is_refused(store: ObjectStore) -> None:
+    rows = [joined_row(T0 + 5), joined_row(T0 + 6)]
+    _, schema, table = check_rows(rows[:1], JOINED_BASE)
+    with pytest.raises(ValueError, match="a table of 1 rows for 2 rows"):
+        OutputWriter(store, "a", "run1").joined("000000000003", rows, schema, table)
+    assert attempt_keys(store, "joined", "a", "run1") == []
 
 
 def test_a_groups_quarantine_part_in_a_replay_adds_only_what_no_object_of_the_batch_has(

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from photon.join.adapter import AdClickAdapter
-from photon.join.output import JOINED_BASE, encode, unwritable
+from photon.join.output import JOINED_BASE, check_rows, encode, encode_table, unwritable
 
 pytestmark = pytest.mark.unit
 
@@ -40,6 +40,25 @@ def row(n: int, **fields: Any) -> dict[str, Any]:
 def test_rows_that_fit_are_all_writable() -> None:
     assert unwritable([row(n) for n in range(100)], SCHEMA) == ({}, SCHEMA)
     assert unwritable([], SCHEMA) == ({}, SCHEMA)
+
+
+def test_rows_that_fit_come_back_as_their_table_which_writes_as_they_do() -> None:
+    rows = [row(n) for n in range(10)]
+    bad, schema, table = check_rows(rows, SCHEMA)
+    assert bad == {} and schema == SCHEMA and table is not None
+    assert table.to_pylist() == rows
+    assert encode_table(table) == encode(rows, SCHEMA)
+    inferred = [{"click_id": "x1", "v": 1}, {"click_id": "x2", "v": 2}]
+    bad, schema, table = check_rows(inferred, None)
+    assert bad == {} and table is not None and table.schema == schema
+    assert table.to_pylist() == inferred
+
+
+def test_no_table_comes_back_when_a_row_does_not_fit() -> None:
+    bad, _, table = check_rows([row(0), row(1, cost_micros=2**70)], SCHEMA)
+    assert list(bad) == [1] and table is None
+    bad, _, table = check_rows([{"click_id": "x1", "v": 1}, {"click_id": "x2", "v": "a"}], None)
+    assert list(bad) == [1] and table is None
 
 
 @pytest.mark.parametrize("cost", [2**63, -(2**63) - 1, 2**70, 10**30])
