@@ -16,8 +16,8 @@ one: the automatic collector is turned off for good there. A task makes tens
 of thousands of objects, few of them garbage; with the collector on, a young
 collection walked them again each 700 objects, and turning it back on at a
 task's end set off one more collection of everything the task had made, just
-before the daemon's own (a tenth of a group task's time: docs/join.md, "Where a
-group task's time goes").
+before the daemon's own (a few ms a task: docs/join.md, "Where a group task's
+time goes").
 
 How it fails: it cannot. Frozen objects are still freed by reference counting;
 only reference cycles among them stay, and those belong to clients that live as
