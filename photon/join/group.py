@@ -453,8 +453,7 @@ class GroupJoiner:
         # cannot be written is quarantined now, never registered (docs/join.md).
         to_register, schema, table = self._writable(to_register, out)
 
-        rows: list[dict[str, Any]] = []
-        written: list[int] = []  # each row's index in to_register: its row of ``table``
+        written: list[int] = []  # the indices in to_register (rows of ``table``) it won
         too_old_rows = [unjoinable_row(self.dc, c.line, "too_old", now) for c in too_old]
         if to_register:
             register_started = time.perf_counter()
@@ -469,7 +468,7 @@ class GroupJoiner:
                 self.faults.after_commit(work.batch, first_try=not replay)
             out.register_s = time.perf_counter() - register_started
             out.registered = len(results)
-            for index, (click, row) in enumerate(to_register):
+            for index, (click, _) in enumerate(to_register):
                 outcome = results.get(click.line.click_id)
                 if outcome is RegisterResult.TOO_NEW:  # held, or quarantined
                     self._too_new(click, out)
@@ -478,7 +477,6 @@ class GroupJoiner:
                 if outcome is None:  # another DC registered it since the lookup
                     out.counts["already_joined"] += 1
                 elif outcome is RegisterResult.COMMITTED:
-                    rows.append(row)
                     written.append(index)
                     out.latencies_us.append(max(0, now - click.event.click_id.ts_us))
                 elif outcome is RegisterResult.ALREADY_REGISTERED:
@@ -486,6 +484,7 @@ class GroupJoiner:
                 else:
                     out.counts["too_old"] += 1
                     too_old_rows.append(unjoinable_row(self.dc, click.line, "too_old", now))
+        rows = [to_register[n][1] for n in written]
         if replay:  # what the crashed try wrote stands, in whichever of its objects
             rows = _unwritten(rows, self.output.written_ids(work.batch, _hours(rows)))
             table = None  # of rows that may be gone now
@@ -499,7 +498,7 @@ class GroupJoiner:
             self.registry.check_fence(work.batch)
         if rows:
             if table is not None and len(written) < table.num_rows:
-                table = table.take(written)  # the rows whose registration this try won
+                table = table.take(written)
             out.objects += self.output.joined(work.part, rows, schema, table)
         out.counts["joined"] = len(rows)
         if too_old_rows:

@@ -221,16 +221,6 @@ class RowCheck(NamedTuple):
     table: pa.Table | None
 
 
-def unwritable(
-    rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None
-) -> tuple[dict[int, str], pa.Schema]:
-    """The rows that cannot be written under ``schema`` (None: inferred from the rows),
-    by index, each with the reason; and the schema to write the others with
-    (:func:`check_rows`)."""
-    bad, checked, _ = check_rows(rows, schema)
-    return bad, checked
-
-
 def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> RowCheck:
     """The rows that cannot be written under ``schema`` (None: inferred from the rows),
     by index, each with the reason; the schema to write the others with; and the

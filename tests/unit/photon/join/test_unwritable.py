@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from photon.join.adapter import AdClickAdapter
-from photon.join.output import JOINED_BASE, check_rows, encode, encode_table, unwritable
+from photon.join.output import JOINED_BASE, check_rows, encode, encode_table
 
 pytestmark = pytest.mark.unit
 
@@ -38,8 +38,8 @@ def row(n: int, **fields: Any) -> dict[str, Any]:
 
 
 def test_rows_that_fit_are_all_writable() -> None:
-    assert unwritable([row(n) for n in range(100)], SCHEMA) == ({}, SCHEMA)
-    assert unwritable([], SCHEMA) == ({}, SCHEMA)
+    assert check_rows([row(n) for n in range(100)], SCHEMA)[:2] == ({}, SCHEMA)
+    assert check_rows([], SCHEMA)[:2] == ({}, SCHEMA)
 
 
 def test_rows_that_fit_come_back_as_their_table_which_writes_as_they_do() -> None:
@@ -64,13 +64,13 @@ def test_no_table_comes_back_when_a_row_does_not_fit() -> None:
 @pytest.mark.parametrize("cost", [2**63, -(2**63) - 1, 2**70, 10**30])
 def test_an_integer_beyond_int64_is_named_with_its_reason(cost: int) -> None:
     rows = [row(0), row(1, cost_micros=cost), row(2)]
-    bad, _ = unwritable(rows, SCHEMA)
+    bad = check_rows(rows, SCHEMA).bad
     assert list(bad) == [1] and "Overflow" in bad[1]
     encode([r for n, r in enumerate(rows) if n not in bad], SCHEMA)  # the rest writes
 
 
 def test_a_string_that_is_not_utf8_is_named_and_its_reason_is_utf8() -> None:
-    bad, _ = unwritable([row(0, query_text="\ud800 lone surrogate")], SCHEMA)
+    bad = check_rows([row(0, query_text="\ud800 lone surrogate")], SCHEMA).bad
     assert list(bad) == [0]
     bad[0].encode("utf-8")  # the reason itself can be written
 
@@ -78,15 +78,15 @@ def test_a_string_that_is_not_utf8_is_named_and_its_reason_is_utf8() -> None:
 def test_without_a_schema_a_row_whose_types_clash_with_earlier_rows_is_named() -> None:
     rows: list[dict[str, Any]] = [{"click_id": "x1", "v": 1}, {"click_id": "x2", "v": "one"}]
     rows.append({"click_id": "x3", "v": 3})
-    bad, schema = unwritable(rows, None)
+    bad, schema, _ = check_rows(rows, None)
     assert list(bad) == [1] and schema.field("v").type == pa.int64()
 
 
 def test_without_a_schema_a_value_parquet_cannot_hold_is_named() -> None:
     rows = [{"click_id": "x1", "v": {"a": 1}}, {"click_id": "x2", "v": {}}]
-    bad, _ = unwritable([rows[1]], None)
+    bad = check_rows([rows[1]], None).bad
     assert list(bad) == [0]  # an empty struct builds a table, but does not write
-    assert unwritable([rows[0]], None)[0] == {}
+    assert check_rows([rows[0]], None).bad == {}
 
 
 json_values = st.recursive(
@@ -108,10 +108,10 @@ def test_whatever_the_values_the_rows_left_can_be_written(extra: list[dict[str, 
     """The property the join relies on: once the named rows are taken out, a write of
     the others (any subset, as the committed ones are) cannot fail."""
     rows = [{"click_id": f"x{n}", **fields} for n, fields in enumerate(extra)]
-    bad, schema = unwritable(rows, None)
+    bad, schema, _ = check_rows(rows, None)
     kept = [r for n, r in enumerate(rows) if n not in bad]
     for subset in (kept, kept[::2], kept[1::2], kept[-1:]):
         encode(subset, schema)
     cost = [row(n, cost_micros=f.get("a")) for n, f in enumerate(extra)]
-    bad, _ = unwritable(cost, SCHEMA)
+    bad = check_rows(cost, SCHEMA).bad
     encode([r for n, r in enumerate(cost) if n not in bad], SCHEMA)
