@@ -3,11 +3,14 @@ the settings put it (loopback natively), a bounded share of a standalone cluster
 
 from __future__ import annotations
 
+import importlib.metadata
 import ipaddress
 import os
 import sys
 from pathlib import Path
 
+import pyspark
+import pyspark.find_spark_home
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
@@ -15,6 +18,10 @@ from photon.settings import PipelineSettings
 from spark_apps.class_archive import with_class_archive
 from spark_apps.growing_log_source import GrowingLogDataSource
 
+#: What Spark starts its Python processes with on a local master: this interpreter,
+#: without SPARK_HOME's zipped pyspark and py4j (Python compiles what it imports from a
+#: zip in every process again; docs/deploy.md, "Start-up").
+SPARK_PYTHON_LAUNCHER = Path(__file__).with_name("spark_python")
 #: The Spark setting that names the streaming checkpoint writer.
 CHECKPOINT_FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: Writes a streaming query's checkpoint files through Hadoop's FileSystem API (a
@@ -76,11 +83,39 @@ def driver_java_options(pipeline: PipelineSettings) -> str:
 
 def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
     # Executors must run this interpreter: it has the project and pyarrow (docs/deploy.md).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        local = pipeline is None or pipeline.spark_master.startswith("local")
+        launcher = os.access(SPARK_PYTHON_LAUNCHER, os.X_OK)  # an install that has it
+        drop = redundant_spark_zips() if local and launcher else []
+        if drop:  # on this host, through the launcher that leaves the zips out
+            os.environ["PHOTON_SPARK_PYTHON"] = sys.executable
+            os.environ["PHOTON_SPARK_PYTHON_DROP"] = os.pathsep.join(drop)
+            os.environ["PYSPARK_PYTHON"] = str(SPARK_PYTHON_LAUNCHER)
+        else:
+            os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if pipeline is not None and ipaddress.ip_address(pipeline.driver_bind_address).is_loopback:
         # Spark's UI binds SPARK_LOCAL_IP, else every address: natively it stays on loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", pipeline.driver_bind_address)
+
+
+def redundant_spark_zips() -> list[str]:
+    """SPARK_HOME's zipped pyspark and py4j when this interpreter has the very same
+    installed (pip's pyspark is its own SPARK_HOME; py4j of the zip's version): Spark's
+    Python processes can import them from site-packages, compiled, instead."""
+    home = Path(os.environ.get("SPARK_HOME") or pyspark.find_spark_home._find_spark_home())
+    installed = Path(pyspark.__file__).parent
+    if not installed.is_dir() or home.resolve() != installed.resolve():
+        return []  # a Spark distribution of its own, or pyspark from a zip here too
+    lib = home / "python" / "lib"
+    drop = [lib / "pyspark.zip"]
+    try:
+        py4j_version = importlib.metadata.version("py4j")
+    except importlib.metadata.PackageNotFoundError:
+        py4j_version = None
+    if py4j_version is not None:
+        drop.append(lib / f"py4j-{py4j_version}-src.zip")
+    return [str(path) for path in drop if path.is_file()]
 
 
 def prepared_event_log(event_log_dir: Path | None, app_name: str) -> Path | None:

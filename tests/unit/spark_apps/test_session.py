@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from photon.settings import PhotonSettings, PipelineSettings
-from spark_apps.session import session_conf, use_project_interpreter
+from spark_apps.session import (
+    SPARK_PYTHON_LAUNCHER,
+    redundant_spark_zips,
+    session_conf,
+    use_project_interpreter,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -71,3 +80,68 @@ def test_each_application_logs_its_events_in_a_directory_of_its_own(tmp_path: Pa
     assert reader is not None and reader != joiner and reader.is_dir()
     assert prepared_event_log(None, "photon-joiner-a") is None
     assert prepared_event_log(tmp_path, "../x y") == tmp_path / ".._x_y"
+
+
+def _launch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SPARK_PYTHON_LAUNCHER), *args], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_launcher_drops_only_the_named_zips_and_keeps_the_rest_in_order(
+    tmp_path: Path,
+) -> None:
+    zips = [str(tmp_path / "lib" / "pyspark.zip"), str(tmp_path / "lib" / "py4j-0.1-src.zip")]
+    kept = [str(tmp_path / "a dir"), "/opt/*/lib", str(tmp_path / "pyspark.zip.d")]
+    env = {
+        "PATH": os.environ["PATH"],
+        "PHOTON_SPARK_PYTHON": sys.executable,
+        "PHOTON_SPARK_PYTHON_DROP": os.pathsep.join(zips),
+        "PYTHONPATH": os.pathsep.join([zips[0], kept[0], zips[1], kept[1], kept[2]]),
+    }
+    shown = _launch(env, "-c", "import os; print(os.environ['PYTHONPATH'])")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == os.pathsep.join(kept)  # spaces and patterns kept as they are
+
+    untouched = _launch(
+        {**env, "PHOTON_SPARK_PYTHON_DROP": ""}, "-c", "import os; print(os.environ['PYTHONPATH'])"
+    )
+    assert untouched.stdout.strip() == env["PYTHONPATH"]
+
+
+def test_the_launcher_refuses_to_guess_an_interpreter() -> None:
+    refused = _launch({"PATH": os.environ["PATH"]}, "-c", "print(1)")
+    assert refused.returncode != 0
+    assert "PHOTON_SPARK_PYTHON" in refused.stderr
+
+
+def test_pips_own_zips_are_redundant_a_spark_distributions_are_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    assert redundant_spark_zips() == [
+        str(lib / "pyspark.zip"),
+        str(lib / f"py4j-{importlib.metadata.version('py4j')}-src.zip"),
+    ]
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))  # a distribution: its zips are its own
+    assert redundant_spark_zips() == []
+
+
+def test_spark_runs_python_through_the_launcher_on_a_local_master_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("PYSPARK_PYTHON", "PHOTON_SPARK_PYTHON", "PHOTON_SPARK_PYTHON_DROP", "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    use_project_interpreter(PipelineSettings(spark_master="local[2]"))
+    assert os.environ["PYSPARK_PYTHON"] == str(SPARK_PYTHON_LAUNCHER)
+    assert os.environ["PHOTON_SPARK_PYTHON"] == sys.executable
+    assert os.environ["PHOTON_SPARK_PYTHON_DROP"].split(os.pathsep) == redundant_spark_zips()
+
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    use_project_interpreter(PipelineSettings(spark_master="spark://spark-master:7077"))
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable  # executors elsewhere: as they are
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python3")  # the user's choice stands
+    use_project_interpreter(PipelineSettings(spark_master="local[2]"))
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/python3"
