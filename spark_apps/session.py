@@ -88,8 +88,8 @@ def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
         launcher = os.access(SPARK_PYTHON_LAUNCHER, os.X_OK)  # an install that has it
         drop = redundant_spark_zips() if local and launcher else []
         if drop:  # on this host, through the launcher that leaves the zips out
-            os.environ["PHOTON_SPARK_PYTHON"] = sys.executable
-            os.environ["PHOTON_SPARK_PYTHON_DROP"] = os.pathsep.join(drop)
+            os.environ["SPARK_PYTHON_INTERPRETER"] = sys.executable
+            os.environ["SPARK_PYTHON_DROP_PATHS"] = os.pathsep.join(drop)
             os.environ["PYSPARK_PYTHON"] = str(SPARK_PYTHON_LAUNCHER)
         else:
             os.environ["PYSPARK_PYTHON"] = sys.executable

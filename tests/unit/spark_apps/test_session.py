@@ -11,7 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from photon.settings import PhotonSettings, PipelineSettings
+from photon.settings import PhotonSettings, PipelineSettings, load_settings
 from spark_apps.session import (
     SPARK_PYTHON_LAUNCHER,
     redundant_spark_zips,
@@ -95,8 +95,8 @@ def test_the_launcher_drops_only_the_named_zips_and_keeps_the_rest_in_order(
     kept = [str(tmp_path / "a dir"), "/opt/*/lib", str(tmp_path / "pyspark.zip.d")]
     env = {
         "PATH": os.environ["PATH"],
-        "PHOTON_SPARK_PYTHON": sys.executable,
-        "PHOTON_SPARK_PYTHON_DROP": os.pathsep.join(zips),
+        "SPARK_PYTHON_INTERPRETER": sys.executable,
+        "SPARK_PYTHON_DROP_PATHS": os.pathsep.join(zips),
         "PYTHONPATH": os.pathsep.join([zips[0], kept[0], zips[1], kept[1], kept[2]]),
     }
     shown = _launch(env, "-c", "import os; print(os.environ['PYTHONPATH'])")
@@ -104,7 +104,7 @@ def test_the_launcher_drops_only_the_named_zips_and_keeps_the_rest_in_order(
     assert shown.stdout.strip() == os.pathsep.join(kept)  # spaces and patterns kept as they are
 
     untouched = _launch(
-        {**env, "PHOTON_SPARK_PYTHON_DROP": ""}, "-c", "import os; print(os.environ['PYTHONPATH'])"
+        {**env, "SPARK_PYTHON_DROP_PATHS": ""}, "-c", "import os; print(os.environ['PYTHONPATH'])"
     )
     assert untouched.stdout.strip() == env["PYTHONPATH"]
 
@@ -112,7 +112,7 @@ def test_the_launcher_drops_only_the_named_zips_and_keeps_the_rest_in_order(
 def test_the_launcher_refuses_to_guess_an_interpreter() -> None:
     refused = _launch({"PATH": os.environ["PATH"]}, "-c", "print(1)")
     assert refused.returncode != 0
-    assert "PHOTON_SPARK_PYTHON" in refused.stderr
+    assert "SPARK_PYTHON_INTERPRETER" in refused.stderr
 
 
 def test_pips_own_zips_are_redundant_a_spark_distributions_are_not(
@@ -131,12 +131,18 @@ def test_pips_own_zips_are_redundant_a_spark_distributions_are_not(
 def test_spark_runs_python_through_the_launcher_on_a_local_master_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("PYSPARK_PYTHON", "PHOTON_SPARK_PYTHON", "PHOTON_SPARK_PYTHON_DROP", "SPARK_HOME"):
+    for name in (
+        "PYSPARK_PYTHON",
+        "SPARK_PYTHON_INTERPRETER",
+        "SPARK_PYTHON_DROP_PATHS",
+        "SPARK_HOME",
+    ):
         monkeypatch.delenv(name, raising=False)
     use_project_interpreter(PipelineSettings(spark_master="local[2]"))
     assert os.environ["PYSPARK_PYTHON"] == str(SPARK_PYTHON_LAUNCHER)
-    assert os.environ["PHOTON_SPARK_PYTHON"] == sys.executable
-    assert os.environ["PHOTON_SPARK_PYTHON_DROP"].split(os.pathsep) == redundant_spark_zips()
+    assert os.environ["SPARK_PYTHON_INTERPRETER"] == sys.executable
+    assert os.environ["SPARK_PYTHON_DROP_PATHS"].split(os.pathsep) == redundant_spark_zips()
+    load_settings()  # what the launcher reads is no Photon setting: nothing unknown to refuse
 
     monkeypatch.delenv("PYSPARK_PYTHON")
     use_project_interpreter(PipelineSettings(spark_master="spark://spark-master:7077"))
