@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pyspark
-import pyspark.find_spark_home
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
@@ -103,8 +102,8 @@ def redundant_spark_zips() -> list[str]:
     """SPARK_HOME's zipped pyspark and py4j when this interpreter has the very same
     installed (pip's pyspark is its own SPARK_HOME; py4j of the zip's version): Spark's
     Python processes can import them from site-packages, compiled, instead."""
-    home = Path(os.environ.get("SPARK_HOME") or pyspark.find_spark_home._find_spark_home())
     installed = Path(pyspark.__file__).parent
+    home = Path(os.environ.get("SPARK_HOME") or installed)  # pip's pyspark: its own home
     if not installed.is_dir() or home.resolve() != installed.resolve():
         return []  # a Spark distribution of its own, or pyspark from a zip here too
     lib = home / "python" / "lib"
