@@ -3,6 +3,7 @@ the settings put it (loopback natively), a bounded share of a standalone cluster
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import ipaddress
 import os
@@ -108,12 +109,8 @@ def redundant_spark_zips() -> list[str]:
         return []  # a Spark distribution of its own, or pyspark from a zip here too
     lib = home / "python" / "lib"
     drop = [lib / "pyspark.zip"]
-    try:
-        py4j_version = importlib.metadata.version("py4j")
-    except importlib.metadata.PackageNotFoundError:
-        py4j_version = None
-    if py4j_version is not None:
-        drop.append(lib / f"py4j-{py4j_version}-src.zip")
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # else its zip stays
+        drop.append(lib / f"py4j-{importlib.metadata.version('py4j')}-src.zip")
     return [str(path) for path in drop if path.is_file()]
 
 
