@@ -14,7 +14,11 @@ The launcher is the DCs' service manager, and the DCs are independent under it
 kill -9 of its driver) is restarted after ``pipeline.restart_backoff_s``,
 doubling while it keeps dying young, up to ``pipeline.restart_max_backoff_s``,
 while every other child runs on. Spark's checkpoint and the retry store make a
-restart safe: the app replays its last batch. Each restart is logged
+restart safe: the app replays its last batch. Each child leads a process
+group of its own, and what outlives its driver (its JVM, its Python workers)
+is killed and waited for before it is started again, so that no restart
+shares its checkpoint with the run before (:mod:`photon.tooling.process_group`).
+Each restart is logged
 (``pipeline.app_restarting``), counted in the child's summary, and told to the
 app (:data:`RESTARTS_ENV`), which reports it as ``photon_app_restarts``. A
 clean exit (status 0: idle under ``--until-idle``, or stopped) is not restarted.
@@ -30,7 +34,7 @@ How it fails: a child that dies within ``pipeline.crash_loop_s`` of its start
 ``pipeline.crash_loop_limit`` times in a row (a bad setting, a missing
 dependency: restarting cannot help) is given up on, with its exit status and
 the tail of its log; the others run on, and once they have stopped
-:class:`PipelineError` is raised naming it. SIGINT/SIGTERM to ``photon run``
+:class:`PipelineError` is raised naming it. SIGINT/SIGTERM/SIGHUP to ``photon run``
 stop every child cleanly (SIGTERM, then SIGKILL after ``stop_timeout_s``).
 """
 
@@ -53,6 +57,7 @@ from photon.apps import JOINER, QUERY_READER
 from photon.errors import PhotonError
 from photon.localfiles import last_lines
 from photon.settings import PhotonSettings, PipelineSettings
+from photon.tooling.process_group import reap_group, start_app
 from spark_apps.contracts import (
     APP_MODULES,
     DC_PIPELINE_MODULE,
@@ -217,11 +222,9 @@ def run_pipelines(
         log_path = state_dirs[-1] / "app.log"
         with log_path.open("ab") as log_file:
             offset = log_file.tell()
-            process = subprocess.Popen(
+            process = start_app(
                 app_argv(app, dc, until_idle_s=idle, config=config),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                output=log_file,
                 env={**child_env, RESTARTS_ENV: str(restarts)},
             )
         return process, state_dirs, log_path, offset
@@ -260,7 +263,9 @@ def run_pipelines(
             or joiner.has_logged(FIRST_BATCH_EVENT)
         )
 
-    previous = {s: signal.signal(s, stop_all) for s in (signal.SIGTERM, signal.SIGINT)}
+    # SIGHUP too: the apps lead groups of their own, so a closed terminal reaches only us.
+    stopping_signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {s: signal.signal(s, stop_all) for s in stopping_signals}
     try:
         waiting = list(dcs)  # DCs not started yet
         last_started: list[Child] = []
@@ -286,6 +291,9 @@ def run_pipelines(
                 code = child.process.poll()
                 if code is None:
                     continue
+                # What outlived its driver (its JVM, its workers) goes before anything
+                # else: a restart must not share the checkpoint with it.
+                reap_group(child.process)
                 if on_exit is not None:
                     on_exit(child, code)
                 if code == 0 or stopping or child.stop_sent:  # done, or told to stop
@@ -350,5 +358,6 @@ def run_pipelines(
             except subprocess.TimeoutExpired:
                 child.process.kill()
                 child.process.wait()
+            reap_group(child.process)
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -270,7 +270,12 @@ def zombie_during_recovery(
                 with contextlib.suppress(psutil.NoSuchProcess):
                     process.kill()
     # Its state lost: a new attempt. A joiner that never stopped is ended at once.
-    code = services.await_crash(dc, JOINER, timeout_s if zombie is not None else 0.0)
+    code = services.await_crash(
+        dc,
+        JOINER,
+        timeout_s if zombie is not None else 0.0,
+        keep=(zombie.pid,) if zombie is not None else (),
+    )
     return FaultRecord(
         "zombie_during_recovery",
         f"joiner[{dc}]",

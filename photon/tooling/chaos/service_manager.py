@@ -17,6 +17,10 @@ replayed from the same checkpoint). ``rearm`` stops a running app cleanly
 and starts it with a fault setting; ``tree`` lists an app's processes (its
 Spark JVM and Python workers too), for faults that stop some of them.
 
+Each app runs in a process group of its own, and whatever of it outlives its
+driver (its JVM, its Python workers) is killed and waited for before the app is
+started again or its state wiped (:mod:`photon.tooling.process_group`).
+
 How it fails: an app that keeps dying is restarted each time (the harness
 reports the restarts); ``stop()`` sends SIGTERM to every app, then SIGKILL
 after ``stop_timeout_s``.
@@ -42,6 +46,7 @@ from photon.apps import APP_NAMES
 from photon.logconfig import FORMAT_ENV
 from photon.settings import PhotonSettings
 from photon.tooling.pipeline import app_argv
+from photon.tooling.process_group import reap_group, start_app
 
 log = structlog.get_logger(__name__)
 
@@ -143,6 +148,8 @@ class ServiceManager:
                 if entry.process is not None and entry.process.poll() is None:
                     entry.process.kill()
                     entry.process.wait()
+                if entry.process is not None:
+                    reap_group(entry.process)
         log.warning("chaos.dc_down", dc=dc)
 
     def bring_up(self, dc: str) -> None:
@@ -154,15 +161,18 @@ class ServiceManager:
                     self._start(dc, app)
         log.warning("chaos.dc_up", dc=dc)
 
-    def await_crash(self, dc: str, app: str, timeout_s: float) -> int | None:
+    def await_crash(
+        self, dc: str, app: str, timeout_s: float, keep: Collection[int] = ()
+    ) -> int | None:
         """Wait for the faulty run of ``app`` (see :meth:`start`) to exit, then wipe its state.
 
         The app's local state (checkpoint, retry store, attempt name) goes as a
         lost disk would take it; it is then started afresh, as a new attempt.
-        Returns the faulty run's exit status (None: it did not crash in time, and
-        was killed).
+        What is left of the run but the pids in ``keep`` (a frozen zombie worker)
+        is killed first. Returns the faulty run's exit status (None: it did not
+        crash in time, and was killed).
         """
-        code = self._await_faulty(dc, app, timeout_s)
+        code = self._await_faulty(dc, app, timeout_s, keep)
         with self._lock:
             shutil.rmtree(self.settings.pipeline_dir(dc, app), ignore_errors=True)
             del self._faulty[(dc, app)]
@@ -234,17 +244,22 @@ class ServiceManager:
         except psutil.NoSuchProcess:
             return []
 
-    def _await_faulty(self, dc: str, app: str, timeout_s: float) -> int | None:
-        """The exit status of ``app``'s faulty run (None: killed after ``timeout_s``)."""
+    def _await_faulty(
+        self, dc: str, app: str, timeout_s: float, keep: Collection[int] = ()
+    ) -> int | None:
+        """The exit status of ``app``'s faulty run (None: killed after ``timeout_s``),
+        once nothing of it but ``keep`` is left."""
         with self._lock:
             process = self._apps[(dc, app)].process
         assert process is not None and (dc, app) in self._faulty, f"{app}[{dc}] is not faulty"
         try:
-            return process.wait(timeout=timeout_s)
+            code: int | None = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-            return None
+            code = None
+        reap_group(process, keep=keep)
+        return code
 
     def _stop_cleanly(self, process: subprocess.Popen[bytes] | None) -> None:
         """SIGTERM, then SIGKILL after ``stop_timeout_s``; the caller made it faulty first,
@@ -257,6 +272,7 @@ class ServiceManager:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        reap_group(process)
 
     def crashing(self) -> bool:
         """Whether an app is still on its faulty run."""
@@ -315,6 +331,7 @@ class ServiceManager:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            reap_group(process)
 
     # -- internals ------------------------------------------------------------------
 
@@ -323,11 +340,9 @@ class ServiceManager:
         entry.log_path.parent.mkdir(parents=True, exist_ok=True)
         with entry.log_path.open("ab") as log_file:
             entry.log_offset = log_file.tell()
-            entry.process = subprocess.Popen(
+            entry.process = start_app(
                 app_argv(app, dc, until_idle_s=None, config=self.config),
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                output=log_file,
                 env={**self.env, **(extra_env or {})},
             )
         entry.exited_at = None
@@ -349,4 +364,5 @@ class ServiceManager:
                             {"dc": dc, "app": app, "pid": entry.process.pid, "code": code}
                         )
                     if time.monotonic() - entry.exited_at >= self.restart_delay_s:
+                        reap_group(entry.process)  # nothing of the dead run writes on
                         self._start(dc, app)

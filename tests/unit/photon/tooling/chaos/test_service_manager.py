@@ -22,14 +22,27 @@ from photon.tooling.chaos.service_manager import ServiceManager
 pytestmark = pytest.mark.unit
 
 _STAND_IN = """
-import os, pathlib, sys, time
+import os, pathlib, subprocess, sys, time
 print("stream.started", flush=True)
 if os.environ.get("STAND_IN_CRASH"):
     while not pathlib.Path(os.environ["STAND_IN_CRASH"]).exists():
         time.sleep(0.05)
+    if os.environ.get("STAND_IN_ORPHAN"):  # a child that outlives it, writing its state
+        subprocess.Popen([sys.executable, "-c", _ORPHAN, os.environ["STAND_IN_ORPHAN"]])
+        time.sleep(0.2)
     sys.exit(int(os.environ["STAND_IN_EXIT"]))
 time.sleep(600)
 """
+#: What a crashed driver's JVM does until it notices: it writes its checkpoint on.
+_ORPHAN = """
+import pathlib, sys, time
+offsets = pathlib.Path(sys.argv[1]) / "checkpoint" / "offsets"
+for n in range(3000):
+    offsets.mkdir(parents=True, exist_ok=True)
+    (offsets / str(n)).write_text("{}")
+    time.sleep(0.01)
+"""
+_STAND_IN = f"_ORPHAN = {_ORPHAN!r}\n{_STAND_IN}"
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -89,3 +102,23 @@ def test_a_dc_taken_down_during_the_crash_keeps_its_held_apps_down(
     assert manager.held("a", JOINER) and not manager.running("a", JOINER)
     manager.bring_up("a")
     wait_for(lambda: manager.streaming("a", JOINER))
+
+
+def test_a_crashed_run_leaves_nothing_that_writes_into_its_wiped_state(
+    manager: ServiceManager, tmp_path: Path
+) -> None:
+    """What outlived the crashed driver (its JVM, writing its checkpoint) is killed
+    before the state is wiped: the new attempt finds none of the old one's files."""
+    go = tmp_path / "crash-now"
+    state = manager.settings.pipeline_dir("b", JOINER)
+    armed = {
+        "STAND_IN_CRASH": str(go),
+        "STAND_IN_EXIT": str(CRASH_EXIT_CODE),
+        "STAND_IN_ORPHAN": str(state),
+    }
+    manager.start(faulty={("b", JOINER): armed})
+    wait_for(lambda: manager.streaming("b", JOINER))
+    go.touch()
+    assert manager.await_crash("b", JOINER, timeout_s=20) == CRASH_EXIT_CODE
+    time.sleep(0.3)
+    assert not (state / "checkpoint").exists()
