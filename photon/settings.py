@@ -299,10 +299,10 @@ class PipelineSettings(_Section):
     #: the driver reads and decodes every line and hands each group its clicks
     #: (docs/join.md, "The join on executors").
     tasks_read_lines: bool = True
-    #: With the groups on executors: a batch's groups run while the driver reads and
-    #: plans the next one. Off by default: on a 2-core machine, where the driver and
-    #: the tasks share the cores, it was slower (docs/join.md, "Batches that overlap").
-    overlap_batches: bool = False
+    #: With the groups on executors: a batch's groups run while Spark commits it and
+    #: plans the next one, and the driver settles a batch when the next one comes
+    #: (docs/join.md, "Batches that overlap"); off: each batch waits for its groups.
+    overlap_batches: bool = True
     #: ``photon run`` runs a DC's query reader and joiner as two streaming queries of one
     #: Spark application (one driver JVM a DC); off: each its own application
     #: (docs/join.md, "The apps").
