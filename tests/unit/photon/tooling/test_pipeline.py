@@ -24,12 +24,21 @@ from photon.tooling.pipeline import app_summaries, run_pipelines
 pytestmark = pytest.mark.unit
 
 _STAND_IN = """
-import json, os, pathlib, signal, sys, time
+import json, os, pathlib, signal, subprocess, sys, time
 app, state_root, dc = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
 apps = ["query-reader", "joiner"] if app == "both" else [app]
+orphan_log = state_root / dc / "orphan.log"
+if dc == "b" and os.environ.get("ORPHAN") and os.environ["PHOTON_APP_RESTARTS"] == "0":
+    # a child that outlives the run, writing on (as a dead driver's JVM does)
+    state_root.joinpath(dc).mkdir(parents=True, exist_ok=True)
+    writer = ("import sys, time\\n"
+              "for _ in range(3000): open(sys.argv[1], 'a').write('x'); time.sleep(0.01)")
+    subprocess.Popen([sys.executable, "-c", writer, str(orphan_log)])
+    time.sleep(0.2)
 # DC b's first DIES runs die at once, as a killed driver does (RESTARTS: told by the launcher)
 if dc == "b" and int(os.environ["PHOTON_APP_RESTARTS"]) < int(os.environ.get("DIES", "0")):
     sys.exit(3)
+orphan_at_start = orphan_log.stat().st_size if orphan_log.exists() else 0
 stopped, started_at, batch_at = [], time.time(), None
 signal.signal(signal.SIGTERM, lambda *_: stopped.append("signal"))
 idle_at = time.monotonic() + float(os.environ.get("IDLE_AFTER_S", "0.5"))
@@ -42,7 +51,9 @@ while not stopped and ("joiner" not in apps or time.monotonic() < idle_at):
 for name in apps:
     (state_root / dc / name).mkdir(parents=True, exist_ok=True)
     summary = {"app": name, "dc": dc, "stopped_by": stopped[0] if stopped else "idle",
-               "started_at": started_at, "batch_at": batch_at, "stopped_at": time.time()}
+               "started_at": started_at, "batch_at": batch_at, "stopped_at": time.time(),
+               "orphan_wrote_meanwhile": orphan_log.exists()
+               and orphan_log.stat().st_size != orphan_at_start}
     (state_root / dc / name / "summary.json").write_text(json.dumps(summary))
 """
 
@@ -123,6 +134,25 @@ def test_a_dc_that_dies_is_restarted_while_the_other_runs_on(
     assert [(r[1], r[2]) for r in restarts if r[0] == b[0].name] == [(1, 0.2), (2, 0.3)]
     assert all(s["exit"] == 0 for s in summaries if s["app"] == JOINER)
     assert {s["restarts"] for s in summaries if s["dc"] == "b" and s["app"] == JOINER} == {2}
+
+
+@pytest.mark.parametrize("one_app_per_dc", [True, False])
+def test_a_restarted_dc_runs_with_nothing_left_of_its_dead_run(
+    tmp_path: Path, launched: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+    one_app_per_dc: bool,
+) -> None:  # fmt: skip
+    """What outlived a dead run (its JVM: here a child writing on) is gone before the
+    restart: nothing writes beside the new run."""
+    monkeypatch.setenv("ORPHAN", "1")
+    monkeypatch.setenv("DIES", "1")
+    monkeypatch.setenv("IDLE_AFTER_S", "0.5")
+    children = run_pipelines(
+        settings(tmp_path, one_app_per_dc, restart_backoff_s=0.2), ["a", "b"], until_idle_s=1.0
+    )
+    summaries = [s for c in children for s in app_summaries(c)]
+    b = [s for s in summaries if s["dc"] == "b" and s["app"] == JOINER]
+    assert [s["restarts"] for s in b] == [1]
+    assert not b[0]["orphan_wrote_meanwhile"]
 
 
 def test_a_dc_that_keeps_dying_young_is_given_up_on_once_the_others_are_done(
