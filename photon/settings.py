@@ -304,6 +304,13 @@ class PipelineSettings(_Section):
     #: by default: on this 2-core machine it lowered the serial share but the live
     #: phase's p90 at 2,000 clicks/s passed 5 s (docs/join.md, "Batches that overlap").
     overlap_batches: bool = False
+    #: With overlap and the groups reading their lines: a batch's Spark job starts
+    #: before the batch ahead is settled; its tasks read their lines, then get their
+    #: plan from the driver (docs/join.md, "Batches that overlap").
+    prestart_groups: bool = True
+    #: How long such a task waits for its plan before it frees its core and the driver
+    #: runs its group in a job of its own.
+    plan_wait_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     #: ``photon run`` runs a DC's query reader and joiner as two streaming queries of one
     #: Spark application (one driver JVM a DC); off: each its own application
     #: (docs/join.md, "The apps").

@@ -26,7 +26,7 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
-from spark_apps.join_tasks import default_groups, spark_group_runner, spark_group_submitter
+from spark_apps.join_tasks import SparkGroupJobs, default_groups, spark_group_runner
 from spark_apps.streaming import committed_batch_lines
 
 
@@ -43,7 +43,11 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         if settings.pipeline.join_on_executors:
             joiner.run_groups = spark_group_runner(spark, settings, app.dc, app.attempt)
             if settings.pipeline.overlap_batches:
-                joiner.submit_groups = spark_group_submitter(spark, settings, app.dc, app.attempt)
+                prestart = settings.pipeline.prestart_groups and settings.pipeline.tasks_read_lines
+                jobs = SparkGroupJobs(spark, settings, app.dc, app.attempt, prestart=prestart)
+                joiner.submit_groups = jobs.submit
+                if prestart:
+                    joiner.prestart_groups = jobs.prestart
 
     return AppStream(
         JOINER,

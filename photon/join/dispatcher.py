@@ -21,6 +21,10 @@ store's due clicks) the dispatcher:
 With ``submit_groups`` (the joiner app's Spark job) batches overlap: step 3's
 groups run while Spark plans the next batch and the dispatcher decodes it;
 step 4 comes when the next batch does (or the idle loop, or the stream's end).
+With ``prestart_groups`` as well, a batch given as file ranges has its groups
+started before the batch ahead is settled: they read their lines, then wait
+for the plan step 3 hands them once the batch is begun (docs/join.md, "Groups
+started before their plan").
 
 Why no click is ever output twice: a click is written only after this batch's
 token won its registration, and the registry lets one token win per id.
@@ -50,10 +54,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -97,6 +101,25 @@ GroupRunner = Callable[[list[GroupWork]], list[GroupOutcome]]
 #: Starts a batch's groups and returns at once: their outcomes, in order, when done
 #: (a Spark job run from a thread of its own: docs/join.md, "Batches that overlap").
 GroupSubmitter = Callable[[list[GroupWork]], "Future[list[GroupOutcome]]"]
+
+
+class PrestartedGroups(Protocol):
+    """A batch's groups started before their plan (``GroupPrestarter``): its tasks read
+    the batch's ranges, then wait for the plan :meth:`publish` hands them."""
+
+    def publish(self, works: list[GroupWork]) -> Future[list[GroupOutcome]] | None:
+        """Hand the groups their works; their outcomes, in order, when done. None: the
+        works are not what the tasks read (other ranges or group count): they run
+        nothing, and the works go to a job of their own."""
+
+    def cancel(self) -> None:
+        """Have the tasks run nothing (a no-op once published)."""
+
+
+#: Starts a batch's groups, by its file ranges and group count, before their plan: the
+#: Spark job's start and the tasks' reads run while the driver settles the batch ahead
+#: (docs/join.md, "Batches that overlap").
+GroupPrestarter = Callable[[str, tuple[FileRange, ...], int], PrestartedGroups]
 
 #: The lines (and truncation reports) of a streaming batch Spark has committed, read
 #: again from its offset log; None if Spark has not committed it or its range is gone.
@@ -148,6 +171,8 @@ class BatchReport:
     groups_s: float = 0.0  # the groups, wherever they ran (a Spark job: its tasks and more)
     task_s: float = 0.0  # the slowest group's own work
     settle_s: float = 0.0  # the retry store and the batch's close, in the driver
+    #: When (wall clock, from and to) any of its tasks did its own work: merged, ms.
+    busy: list[tuple[float, float]] = field(default_factory=list)
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
 
@@ -167,6 +192,7 @@ class BatchReport:
                 "groups_s",
                 "task_s",
                 "settle_s",
+                "busy",
             )
         }
 
@@ -197,6 +223,17 @@ class _Planned:
     held: list[PendingClick]
     submitted: float = 0.0
     outcomes: Future[list[GroupOutcome]] | None = None
+
+
+def merged_intervals(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``spans`` as the fewest intervals that cover them, in order, to the ms."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return [(round(start, 3), round(end, 3)) for start, end in merged]
 
 
 def _settled_by(outcomes: Sequence[GroupOutcome]) -> set[str]:
@@ -310,6 +347,7 @@ class Dispatcher(GroupJoiner):
         cache_lost_at: Callable[[int], int] | None = None,
         run_groups: GroupRunner | None = None,
         submit_groups: GroupSubmitter | None = None,
+        prestart_groups: GroupPrestarter | None = None,
         committed_batch_lines: CommittedBatchLines | None = None,
         clock: Callable[[], int] = lambda: time.time_ns() // 1000,
         sleep: Callable[[float], None] = time.sleep,
@@ -337,6 +375,9 @@ class Dispatcher(GroupJoiner):
         #: driver reads and decodes it; the batch is settled when the next one comes
         #: (or a retry pass, or the stream's end: :meth:`finish_in_flight`).
         self.submit_groups = submit_groups
+        #: Set (with ``submit_groups``): a batch given as ranges has its groups started
+        #: before the batch ahead is settled; they wait for their plan.
+        self.prestart_groups = prestart_groups
         #: How a streaming batch Spark committed while its groups ran, and that a crash
         #: left open, is read again for its replay (its offset log).
         self.committed_batch_lines = committed_batch_lines
@@ -389,11 +430,34 @@ class Dispatcher(GroupJoiner):
         "The join on executors"), so the driver never reads or decodes them. The
         report's line counts come from the groups."""
         with self._lock:
-            self.finish_in_flight()
-            self._settle_open_batches(current=batch)
-            return self._process(
-                batch, [], with_retries=True, ranges=ranges, overlap=self.submit_groups is not None
+            overlap = self.submit_groups is not None
+            prestarted = (
+                self.prestart_groups(batch, tuple(ranges), self.join_groups)
+                if overlap and self.prestart_groups is not None and ranges and self._only_ahead()
+                else None
             )
+            try:
+                self.finish_in_flight()
+                self._settle_open_batches(current=batch)
+                return self._process(
+                    batch,
+                    [],
+                    with_retries=True,
+                    ranges=ranges,
+                    overlap=overlap,
+                    prestarted=prestarted,
+                )
+            finally:
+                if prestarted is not None:  # not handed its plan: its tasks run nothing
+                    prestarted.cancel()
+
+    def _only_ahead(self) -> bool:
+        """Whether the journal's one open batch, if any, is the one in flight: nothing
+        to replay first (a replay's job would queue behind tasks waiting for a plan,
+        until their wait ends), and this batch not a replay (its first try's group
+        count, not this run's, splits it)."""
+        in_flight = self.in_flight
+        return all(batch == in_flight for batch in self.retries.unfinished_batches())
 
     def process_retries(self) -> BatchReport | None:
         """A pass over due retries alone (when no new clicks arrive); None if none are due.
@@ -502,13 +566,15 @@ class Dispatcher(GroupJoiner):
         decoded: _Decoded | None = None,
         overlap: bool = False,
         ranges: Sequence[FileRange] | None = None,
+        prestarted: PrestartedGroups | None = None,
     ) -> BatchReport:
         """``woken``: clicks the caller made due just before (a retry pass's look, made
         at almost this clock: not made again); None: this batch looks itself.
         ``decoded``: ``lines`` decoded already. ``overlap``: a first try's groups are
         submitted and the batch left in flight (settled by :meth:`finish_in_flight`).
         ``ranges``: the batch's lines are read by its groups, from these file ranges
-        (``lines`` is then empty)."""
+        (``lines`` is then empty). ``prestarted``: its groups, started already, waiting
+        for their plan (a first try's, with ``overlap``)."""
         decoded = decoded or self._decode(lines)
         planning = time.perf_counter()
         start = self.retries.begin_batch(
@@ -566,7 +632,8 @@ class Dispatcher(GroupJoiner):
         works = self._split(batch, start, clicks, ranges, lost_at) if clicks or ranges else []
         planned.submitted = time.perf_counter()
         if works and overlap and not start.replay and self.submit_groups is not None:
-            planned.outcomes = self.submit_groups(works)
+            handed = prestarted.publish(works) if prestarted is not None else None
+            planned.outcomes = handed if handed is not None else self.submit_groups(works)
             self._in_flight = planned
             # chaos: a crash once handed back to Spark, its groups running: Spark may
             # commit it first, and then its replay reads it from the offset log.
@@ -595,6 +662,7 @@ class Dispatcher(GroupJoiner):
         report.plan_s = round(planned.plan_s, 3)
         report.groups_s = round(waited, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
+        report.busy = merged_intervals(span for o in outcomes for span in o.busy)
         report.seconds = round(time.perf_counter() - planned.started, 3)
         metrics.BATCH_SECONDS.labels(self.dc, JOINER).observe(report.seconds)
         self._count(report)
@@ -962,6 +1030,7 @@ class Dispatcher(GroupJoiner):
             groups_s=report.groups_s,
             task_s=report.task_s,
             settle_s=report.settle_s,
+            busy=report.busy,
             reader_wait_s=report.reader_wait_s,
             **report.counts(),
         )

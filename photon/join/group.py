@@ -59,7 +59,7 @@ from photon.events.records import (
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.heap import collector_paused
 from photon.join.adapter import Adapter, schema_of
-from photon.join.batch_lines import GroupReads, group_of_id, read_group
+from photon.join.batch_lines import GroupLines, GroupReads, group_of_id, read_group
 from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
@@ -135,6 +135,17 @@ class Waiting(NamedTuple):
 NO_READER = 2**62
 
 
+@dataclass(frozen=True, slots=True)
+class PreRead:
+    """A group's lines, read and decoded by its task before its plan came: what they
+    were read from, and when (wall clock) and how long the read took."""
+
+    reads: GroupReads
+    lines: GroupLines
+    started_at: float
+    seconds: float
+
+
 @dataclass(slots=True)
 class GroupWork:
     """One group of a batch, as the driver hands it to a task."""
@@ -159,6 +170,9 @@ class GroupWork:
     #: reader is ``give_up_margin_us`` past the click (its try may give it up).
     intact_after_us: int | None = None
     give_up_margin_us: int = 0
+    #: ``reads`` read already, in the task, before its plan came (batches that overlap:
+    #: docs/join.md). Never shipped: a task sets it on the plan it was handed.
+    preread: PreRead | None = None
 
     @property
     def replays(self) -> bool:
@@ -264,6 +278,9 @@ class GroupOutcome:
     register_calls: int = 0
     register_transactions: int = 0
     seconds: float = 0.0  # its own work, in the task
+    #: When (wall clock, from and to) it did that work: a read before its plan came, then
+    #: the join. No wait in between: what the serial share of a batch counts as task time.
+    busy: list[tuple[float, float]] = field(default_factory=list)
     #: A group that read its clicks itself (``GroupWork.reads``): its lines, those whose
     #: click came earlier in the batch, and due retries it dropped for a new line of
     #: the same click; and what its reads found lost (every group reports what it saw).
@@ -408,6 +425,7 @@ class GroupJoiner:
         """Join one group's clicks; what is left to settle comes back."""
         started = time.perf_counter()
         out = GroupOutcome(part=work.part, task_attempt=work.task_attempt)
+        began_at = time.time()
         now = work.now_us
         replay = work.replays
         clicks = work.clicks if work.reads is None else self._read_clicks(work, out)
@@ -518,6 +536,11 @@ class GroupJoiner:
             )
             out.objects.append(key or "")
         out.seconds = time.perf_counter() - started
+        if work.preread is not None and work.preread.reads == work.reads:
+            read = work.preread
+            out.busy.append((read.started_at, read.started_at + read.seconds))
+            out.seconds += read.seconds
+        out.busy.append((began_at, time.time()))
         return out
 
     def _read_clicks(self, work: GroupWork, out: GroupOutcome) -> list[JoinClick]:
@@ -528,7 +551,9 @@ class GroupJoiner:
         goes on). Not in a replay, the new clicks another DC prefers are held before
         any lookup, as the driver holds its retries."""
         assert work.reads is not None
-        got = read_group(work.reads)
+        preread = work.preread
+        got = preread.lines if preread is not None and preread.reads == work.reads else None
+        got = got if got is not None else read_group(work.reads)
         out.lines, out.duplicates, out.reports = got.lines, got.duplicates, got.reports
         out.quarantined += got.quarantined
         new = [JoinClick(event, line, False) for event, line in got.clicks]

@@ -421,7 +421,12 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     # Redis and S3 then: a one-off cost); retry passes of never-joinable clicks are not
     # the join's throughput.
     steady = batches[1:]
-    times = [BatchTimes(*batch_window(b), float(b["task_s"])) for b in steady]
+    times = [
+        BatchTimes(
+            *batch_window(b), float(b["task_s"]), tuple((s, e) for s, e in b.get("busy") or ())
+        )
+        for b in steady
+    ]
     window = span(times)
     seconds = window[1] - window[0] if window else 0.0
     joined = sum(int(b["joined"]) for b in steady)

@@ -7,9 +7,12 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
   time. Between two batches Spark and the driver plan the next one:
   that time belongs to the join as much as the batches' own;
 * the **serial share**: of the span, the time in which no task of the join
-  ran, ``1 - sum(task_s) / span`` (``task_s``: a batch's slowest task, so the
-  time its tasks ran at all). Driver planning, Spark's job round trips,
-  settling, Spark's own work between batches: what no executor takes over;
+  ran: ``1 - covered / span``, where ``covered`` is the span's time that the
+  batches' ``busy`` intervals (when any task did its own work, wall clock)
+  cover, counted once where batches overlap. Lines without them (an older
+  joiner) count ``sum(task_s)`` instead (``task_s``: a batch's slowest task).
+  Driver planning, Spark's job round trips, settling, Spark's own work between
+  batches, a task waiting for its plan: what no executor takes over;
 * **Amdahl's speed-up** at ``n`` executor cores from the serial share ``s`` at
   one core: ``1 / (s + (1 - s) / n)``. The most any cluster gives while the
   driver's part stays as it is (docs/deploy.md, "Scaling out");
@@ -42,6 +45,8 @@ class BatchTimes:
     start: float
     end: float
     task_s: float
+    #: When any of its tasks did its own work (wall-clock intervals); empty: unknown.
+    busy: tuple[tuple[float, float], ...] = ()
 
 
 def span(batches: Sequence[BatchTimes]) -> tuple[float, float] | None:
@@ -56,8 +61,22 @@ def serial_share(batches: Sequence[BatchTimes]) -> float | None:
     window = span(batches)
     if window is None or window[1] <= window[0]:
         return None
-    in_tasks = sum(b.task_s for b in batches)
+    if all(b.busy for b in batches):
+        in_tasks = covered([span for b in batches for span in b.busy], window)
+    else:
+        in_tasks = sum(b.task_s for b in batches)
     return min(1.0, max(0.0, 1.0 - in_tasks / (window[1] - window[0])))
+
+
+def covered(spans: Sequence[tuple[float, float]], window: tuple[float, float]) -> float:
+    """How much of ``window`` the ``spans`` cover, each moment counted once."""
+    total, reach = 0.0, window[0]
+    for start, end in sorted(spans):
+        start, end = max(start, reach), min(end, window[1])
+        if end > start:
+            total += end - start
+            reach = end
+    return total
 
 
 def amdahl(serial: float, cores: int) -> float:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from photon.join.dispatcher import BatchReport
+from photon.join.dispatcher import BatchReport, PrestartedGroups
 from photon.join.group import GroupOutcome, GroupWork
+from photon.logs.ranges import FileRange
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from registry import IdRegistry
-from spark_apps.join_tasks import default_groups, spark_group_runner, spark_group_submitter
+from spark_apps.join_tasks import SparkGroupJobs, _JobOrder, default_groups, spark_group_runner
 from tests.conftest import settings_from_env
 from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
     FEEDS,
@@ -168,7 +170,7 @@ def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
     settings = _executor_settings(stack_environment, root, registry, store, a)
     a.joiner.join_groups = 4
     run = spark_group_runner(spark, settings, "a", a.joiner.attempt)
-    submit = spark_group_submitter(spark, settings, "a", a.joiner.attempt)
+    submit = SparkGroupJobs(spark, settings, "a", a.joiner.attempt, prestart=False).submit
     ran_at_once: list[str] = []  # groups run before the batch was handed back
     submitted: list[str] = []
 
@@ -191,3 +193,127 @@ def test_batches_that_overlap_on_spark_tasks_join_every_click_exactly_once(
     assert not a.joiner.retries.unfinished_batches()
     check_exactly_once(store, manifest)  # type: ignore[arg-type]
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("plan_comes", ["at_once", "too_late"])
+def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_once(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+    plan_comes: str,
+) -> None:
+    """Each batch's job started before the batch ahead is settled, its tasks reading
+    their lines and then waiting for their plan (``pipeline.prestart_groups``). A
+    plan that comes after the tasks stopped waiting has their groups run in a job of
+    their own: every click still joined once."""
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    late = plan_comes == "too_late"
+    # On time: a task waits as long as the batch ahead's slowest group (its reader
+    # waits included) may take.
+    wait = {"PHOTON_PIPELINE__PLAN_WAIT_S": "0.05" if late else "120"}
+    settings = _executor_settings(stack_environment, root, registry, store, a, **wait)
+    a.joiner.join_groups = 4
+    a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
+    jobs = SparkGroupJobs(spark, settings, "a", a.joiner.attempt)
+    a.joiner.submit_groups, prestart = jobs.submit, jobs.prestart
+    handed: list[Future[list[GroupOutcome]]] = []
+
+    def prestart_and_note(
+        batch: str, ranges: tuple[FileRange, ...], groups: int
+    ) -> PrestartedGroups:
+        started = prestart(batch, ranges, groups)
+        publish = started.publish
+
+        def publish_and_note(works: list[GroupWork]) -> Future[list[GroupOutcome]] | None:
+            if late:
+                time.sleep(0.5)  # the tasks have stopped waiting by now
+            outcomes = publish(works)
+            assert outcomes is not None  # the works are the ones the tasks read
+            handed.append(outcomes)
+            return outcomes
+
+        started.publish = publish_and_note  # type: ignore[method-assign]
+        return started
+
+    a.joiner.prestart_groups = prestart_and_note
+    reports = _join_every_batch(a, root, clock, "ranges")
+
+    assert sum(r.joined for r in reports) > 0 and a.joiner.in_flight is None
+    assert len(handed) == len(reports)  # every streaming batch: its groups started early
+    groups = [outcome for outcomes in handed for outcome in outcomes.result()]
+    assert len(groups) == 4 * len(handed)
+    # On time, each group's task used the lines it had read before its plan came (its
+    # read, then its join); too late, each ran in a job of its own (its join alone).
+    assert {len(outcome.busy) for outcome in groups} == ({1} if late else {2})
+    assert not a.joiner.retries.unfinished_batches()
+    check_exactly_once(store, manifest)  # type: ignore[arg-type]
+    check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
+
+
+def test_a_batch_to_replay_first_has_no_groups_started_before_their_plan(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+) -> None:
+    """A crashed run left batch 0 open in the journal: Spark replays it, and its
+    groups run in a job of their own (its first try's clock and group count split
+    it); the batches after it have theirs started early. Every click joined once."""
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    settings = _executor_settings(stack_environment, root, registry, store, a)
+    a.joiner.join_groups = 2
+    a.joiner.run_groups = spark_group_runner(spark, settings, "a", a.joiner.attempt)
+    jobs = SparkGroupJobs(spark, settings, "a", a.joiner.attempt)
+    prestarted: list[str] = []
+
+    def prestart_and_note(
+        batch: str, ranges: tuple[FileRange, ...], groups: int
+    ) -> PrestartedGroups:
+        prestarted.append(batch)
+        return jobs.prestart(batch, ranges, groups)
+
+    a.joiner.submit_groups, a.joiner.prestart_groups = jobs.submit, prestart_and_note
+    a.retries.begin_batch(f"{0:012d}", clock.now_us, 0, 3)  # the crashed run's first try
+    reports = _join_every_batch(a, root, clock, "ranges")
+
+    assert reports[0].replay and not any(r.replay for r in reports[1:])
+    assert prestarted == [f"{n:012d}" for n in range(1, len(reports))]
+    assert not a.joiner.retries.unfinished_batches()
+    check_exactly_once(store, manifest)  # type: ignore[arg-type]
+    check_unjoinable_once(store, manifest)  # type: ignore[arg-type]
+
+
+def test_group_jobs_reach_spark_in_the_order_the_driver_handed_them_over(
+    spark: SparkSession,
+) -> None:
+    """A later batch's job, run from its thread first, still reaches Spark after the
+    job ahead of it: Spark gives cores to the earlier job (FIFO), whose batch the
+    later one's tasks wait on."""
+    order = _JobOrder(spark, "order-test")
+    context = spark.sparkContext
+    first, second = order.ticket(), order.ticket()
+
+    def job() -> list[int]:
+        return context.parallelize([1, 2], 2).map(lambda x: x + 1).collect()
+
+    def late_first() -> list[int]:
+        time.sleep(0.5)  # the first batch's thread is slow to hand its job over
+        return order.run(first, job)
+
+    with ThreadPoolExecutor(2) as threads:
+        second_done = threads.submit(order.run, second, job)
+        first_done = threads.submit(late_first)
+        assert first_done.result(timeout=60) == second_done.result(timeout=60) == [2, 3]
+    tracker = context.statusTracker()
+    (first_id,) = tracker.getJobIdsForGroup(first[0])
+    (second_id,) = tracker.getJobIdsForGroup(second[0])
+    assert first_id < second_id

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from photon.tooling.bench.scaling import BatchTimes, amdahl, per_thousand, serial_share, span
+from photon.tooling.bench.scaling import (
+    BatchTimes,
+    amdahl,
+    covered,
+    per_thousand,
+    serial_share,
+    span,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -52,3 +59,21 @@ def test_amdahl_refuses_what_is_not_a_share_or_a_core_count(serial: float, cores
 def test_cpu_is_per_thousand_joined_clicks_and_none_without_any() -> None:
     assert per_thousand(12.0, 4_000) == pytest.approx(3.0)
     assert per_thousand(12.0, 0) is None
+
+
+def test_the_serial_share_counts_overlapping_task_time_once() -> None:
+    """Batches whose tasks ran at once (the next batch's reads beside the last one's
+    join) cover that time once: the share is of the time no task ran at all."""
+    batches = [
+        BatchTimes(0.0, 1.0, 0.8, ((0.1, 0.9),)),
+        BatchTimes(0.8, 2.0, 0.9, ((0.7, 1.0), (1.1, 1.9))),
+    ]
+    # Covered: 0.1-1.0 and 1.1-1.9, 1.7 of the 2.0 s span.
+    assert serial_share(batches) == pytest.approx(0.15)
+    assert covered([(0.1, 0.9), (0.7, 1.0), (1.1, 1.9)], (0.0, 2.0)) == pytest.approx(1.7)
+    assert covered([(-1.0, 0.5), (1.5, 3.0)], (0.0, 2.0)) == pytest.approx(1.0)  # clipped
+
+
+def test_without_task_intervals_the_serial_share_adds_up_the_slowest_tasks() -> None:
+    batches = [BatchTimes(0.0, 1.0, 0.8, ((0.1, 0.9),)), BatchTimes(1.0, 2.0, 0.5)]
+    assert serial_share(batches) == pytest.approx(1 - 1.3 / 2.0)
