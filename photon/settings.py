@@ -300,13 +300,12 @@ class PipelineSettings(_Section):
     #: (docs/join.md, "The join on executors").
     tasks_read_lines: bool = True
     #: With the groups on executors: a batch's groups run while Spark commits it and
-    #: plans the next one, and the driver settles a batch when the next one comes. Off
-    #: by default: on this 2-core machine it lowered the serial share but the live
-    #: phase's p90 at 2,000 clicks/s passed 5 s (docs/join.md, "Batches that overlap").
-    overlap_batches: bool = False
+    #: plans the next one, and the driver settles a batch when the next one comes
+    #: (docs/join.md, "Batches that overlap").
+    overlap_batches: bool = True
     #: With overlap and the groups reading their lines: a batch's Spark job starts
     #: before the batch ahead is settled; its tasks read their lines, then get their
-    #: plan from the driver (docs/join.md, "Batches that overlap").
+    #: plan from the driver (docs/join.md, "Groups started before their plan").
     prestart_groups: bool = True
     #: How long such a task waits for its plan before it frees its core and the driver
     #: runs its group in a job of its own.

@@ -170,8 +170,8 @@ class GroupWork:
     #: reader is ``give_up_margin_us`` past the click (its try may give it up).
     intact_after_us: int | None = None
     give_up_margin_us: int = 0
-    #: ``reads`` read already, in the task, before its plan came (batches that overlap:
-    #: docs/join.md). Never shipped: a task sets it on the plan it was handed.
+    #: ``reads`` read already, in the task, before its plan came (docs/join.md, "Groups
+    #: started before their plan"). Never shipped: a task sets it on the plan it got.
     preread: PreRead | None = None
 
     @property
