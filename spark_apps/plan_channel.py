@@ -10,9 +10,9 @@ and Spark's round trip to start a job (and the tasks' reading) runs while the
 driver settles and plans instead of after.
 
 A task asks over a connection of its own to a listener in the driver
-(:mod:`multiprocessing.connection`, authenticated with a key that only the
-job's closure carries): it sends ``(batch, group)`` and gets its group's work,
-or ``None``. ``None`` means run nothing: the driver gave the batch no plan its
+(:mod:`multiprocessing.connection`'s messages and its challenge with a key
+that only the job's closure carries): it sends ``(batch, group)`` and gets
+its group's work, or ``None``. ``None`` means run nothing: the driver gave the batch no plan its
 tasks may run (a replay, another group count, an error), or none within
 ``wait_s``. Such a task returns at once, its core free again, and the driver
 runs the group in a job of its own. So tasks waiting for a plan never hold
@@ -21,16 +21,23 @@ every core from the tasks of the batch ahead, whatever the scheduler's order.
 How it fails: when the driver is gone its listener is too; a task's request
 raises and fails the task (the driver's batch is replayed by its next run). A
 driver that does not answer within ``wait_s`` plus a margin fails the task
-the same way.
+the same way. Every read on either side has a time limit, and each connection
+is answered (its challenge included) in a thread of its own, so a peer that
+stops half-way (a host gone without closing its connections) holds up nothing
+but its own connection.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import socket
+import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 
 import structlog
 
@@ -41,6 +48,8 @@ log = structlog.get_logger(__name__)
 #: How much longer than ``wait_s`` a task waits for the driver's answer before it
 #: takes the driver for hung.
 _ANSWER_MARGIN_S = 30.0
+#: How long the driver waits for a task's challenge answers and its ask.
+_ASK_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +62,28 @@ class PlanAddress:
     wait_s: float
 
 
+def _connection(sock: socket.socket, limit_s: float) -> Connection:
+    """``sock`` as a message connection whose every read and write gives up after
+    ``limit_s`` (an ``OSError``), blocking until then."""
+    sock.settimeout(None)
+    limit = struct.pack("ll", int(limit_s), int(limit_s % 1 * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+    return Connection(sock.detach())
+
+
 def ask_plan(address: PlanAddress, batch: str, group: int) -> GroupWork | None:
     """The work of ``group`` of ``batch``, or None: run nothing (the driver runs it)."""
-    with Client((address.host, address.port), authkey=address.authkey) as conn:
+    limit_s = address.wait_s + _ANSWER_MARGIN_S
+    sock = socket.create_connection((address.host, address.port), timeout=_ASK_S)
+    with _connection(sock, limit_s) as conn:
+        answer_challenge(conn, address.authkey)
+        deliver_challenge(conn, address.authkey)
         conn.send((batch, group))
-        if not conn.poll(address.wait_s + _ANSWER_MARGIN_S):
-            raise TimeoutError(f"the driver gave no answer for {batch} group {group}")
-        work: GroupWork | None = conn.recv()
+        try:
+            work: GroupWork | None = conn.recv()
+        except BlockingIOError as error:  # the read's limit
+            raise TimeoutError(f"the driver gave no answer for {batch} group {group}") from error
         return work
 
 
@@ -76,12 +100,12 @@ class PlanServer:
         if wait_s <= 0:
             raise ValueError(f"wait_s must be positive, not {wait_s}")
         self._authkey = secrets.token_bytes(32)
-        self._listener = Listener((bind_address, 0), authkey=self._authkey)
-        port = self._listener.address[1]
+        self._listener = socket.create_server((bind_address, 0))
+        port = self._listener.getsockname()[1]
         self.address = PlanAddress(host or bind_address, int(port), self._authkey, wait_s)
         self._plans: dict[str, Mapping[int, GroupWork] | None] = {}
         self._changed = threading.Condition()
-        self._closed = False
+        self._closed = threading.Event()
         self._acceptor = threading.Thread(
             target=self._accept, name=f"plan-channel-{port}", daemon=True
         )
@@ -100,30 +124,38 @@ class PlanServer:
     def close(self) -> None:
         """Stop: tasks that wait for a plan, or ask for one from now on, run nothing."""
         with self._changed:
-            self._closed = True
+            self._closed.set()
             self._changed.notify_all()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the acceptor
         self._listener.close()
 
     def _accept(self) -> None:
-        while not self._closed:
+        while not self._closed.is_set():
             try:
-                conn = self._listener.accept()
-            except OSError:  # closed
-                return
-            except Exception as error:  # a bad key or a stray connection: not a task's
-                log.warning("plan_channel.refused", error=str(error))
+                sock, _ = self._listener.accept()
+            except OSError as error:
+                if self._closed.is_set():
+                    return
+                log.warning("plan_channel.accept_failed", error=str(error))
                 continue
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
 
-    def _answer(self, conn: Connection) -> None:
-        with conn:
-            try:
+    def _answer(self, sock: socket.socket) -> None:
+        try:
+            with _connection(sock, _ASK_S) as conn:
+                deliver_challenge(conn, self._authkey)
+                answer_challenge(conn, self._authkey)
                 batch, group = conn.recv()
                 with self._changed:
                     self._changed.wait_for(
-                        lambda: self._closed or batch in self._plans, self.address.wait_s
+                        lambda: self._closed.is_set() or batch in self._plans, self.address.wait_s
                     )
                     works = self._plans.get(batch)
                 conn.send(works.get(group) if works is not None else None)
-            except (EOFError, OSError) as error:  # the task is gone: Spark runs it again
-                log.info("plan_channel.task_gone", error=str(error))
+        except AuthenticationError as error:  # not a task of this driver's jobs
+            log.warning("plan_channel.refused", error=str(error))
+        except (EOFError, OSError) as error:  # the task is gone: Spark runs it again
+            log.info("plan_channel.task_gone", error=str(error))
+        except Exception as error:  # not an ask (its sender had the key): no answer
+            log.warning("plan_channel.bad_ask", error=str(error))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -82,6 +84,29 @@ def test_a_connection_without_the_key_is_refused(server: PlanServer) -> None:
         ask_plan(wrong, "12", 0)
     server.publish("12", {0: _work("12", 0)})
     assert ask_plan(server.address, "12", 0) is not None  # the listener goes on
+
+
+def test_a_task_gone_mid_handshake_leaves_the_listener_answering(server: PlanServer) -> None:
+    for _ in range(3):  # connect, then reset the connection before the handshake ends
+        raw = socket.create_connection((server.address.host, server.address.port))
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        raw.close()
+    with Client((server.address.host, server.address.port), authkey=server.address.authkey) as conn:
+        conn.send("not an ask")  # the key, but no (batch, group): closed, no answer
+        with pytest.raises(EOFError):
+            conn.recv()
+    server.publish("15", {0: _work("15", 0)})
+    got = ask_plan(server.address, "15", 0)
+    assert got is not None and got.part == "15.g0"
+
+
+def test_a_peer_that_stops_half_way_holds_up_no_other_task(server: PlanServer) -> None:
+    # Connected, and silent: a host gone without closing its connections.
+    with socket.create_connection((server.address.host, server.address.port)):
+        server.publish("16", {0: _work("16", 0)})
+        began = time.monotonic()
+        got = ask_plan(server.address, "16", 0)
+        assert got is not None and time.monotonic() - began < 2
 
 
 def test_a_task_whose_driver_is_gone_fails() -> None:
