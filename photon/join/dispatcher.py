@@ -85,6 +85,7 @@ from photon.join.group import (
     skip_searches_of_intact_queries,
     unjoinable_row,
 )
+from photon.join.logstore import merged_spans
 from photon.join.retry import BatchStart, PendingClick, RetryStore
 from photon.logs.ranges import FileRange
 from photon.logs.reader import LogLine
@@ -227,13 +228,7 @@ class _Planned:
 
 def merged_intervals(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """``spans`` as the fewest intervals that cover them, in order, to the ms."""
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return [(round(start, 3), round(end, 3)) for start, end in merged]
+    return [(round(start, 3), round(end, 3)) for start, end in merged_spans(spans)]
 
 
 def _settled_by(outcomes: Sequence[GroupOutcome]) -> set[str]:

@@ -26,7 +26,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import structlog
 
@@ -36,6 +36,8 @@ from photon.join.logmap import LogFileMap
 from photon.logs.reader import unrotated
 
 log = structlog.get_logger(__name__)
+
+_N = TypeVar("_N", int, float)  # a span's ends: byte offsets, or seconds
 
 
 class LogsEventStore:
@@ -67,7 +69,7 @@ class LogsEventStore:
             for entry in self.logmap.candidates(query_id, self.window_us):
                 by_file[entry.file].append((entry.offset, entry.offset + self.max_bytes))
             for file, spans in by_file.items():
-                regions[file][key] = _merged(spans)
+                regions[file][key] = merged_spans(spans)
         found: dict[str, bytes] = {}
         for file in sorted(regions):
             found.update(self._search_file(file, regions[file]))
@@ -96,7 +98,7 @@ class LogsEventStore:
         if Path(file).name != file or file in ("", ".", ".."):
             log.error("logstore.bad_entry", file=file)
             return {}
-        reads = _merged([span for spans in spans_by_id.values() for span in spans])
+        reads = merged_spans([span for spans in spans_by_id.values() for span in spans])
         try:
             with (self.query_dir / file).open("rb") as f:
                 chunks = [_read_span(f, start, stop) for start, stop in reads]
@@ -115,9 +117,9 @@ class LogsEventStore:
         return found
 
 
-def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def merged_spans(spans: Iterable[tuple[_N, _N]]) -> list[tuple[_N, _N]]:
     """Overlapping or touching ``[start, stop)`` spans joined; sorted, disjoint."""
-    merged: list[tuple[int, int]] = []
+    merged: list[tuple[_N, _N]] = []
     for start, stop in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
