@@ -119,7 +119,7 @@ class PrestartedGroups(Protocol):
 
 #: Starts a batch's groups, by its file ranges and group count, before their plan: the
 #: Spark job's start and the tasks' reads run while the driver settles the batch ahead
-#: (docs/join.md, "Batches that overlap").
+#: (docs/join.md, "Groups started before their plan").
 GroupPrestarter = Callable[[str, tuple[FileRange, ...], int], PrestartedGroups]
 
 #: The lines (and truncation reports) of a streaming batch Spark has committed, read

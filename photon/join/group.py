@@ -428,7 +428,9 @@ class GroupJoiner:
         began_at = time.time()
         now = work.now_us
         replay = work.replays
-        clicks = work.clicks if work.reads is None else self._read_clicks(work, out)
+        # Read before its plan came (a task started early): used if it read what it joins.
+        preread = work.preread if work.preread and work.preread.reads == work.reads else None
+        clicks = work.clicks if work.reads is None else self._read_clicks(work, out, preread)
         if replay:  # a crashed try may hold clicks under this token: find them first
             pending, too_old = self._skip_registered(work.batch, clicks, True, out)
             pending, out.held = self.hold_for_preferred_dc(pending, now)
@@ -536,14 +538,15 @@ class GroupJoiner:
             )
             out.objects.append(key or "")
         out.seconds = time.perf_counter() - started
-        if work.preread is not None and work.preread.reads == work.reads:
-            read = work.preread
-            out.busy.append((read.started_at, read.started_at + read.seconds))
-            out.seconds += read.seconds
+        if preread is not None:
+            out.busy.append((preread.started_at, preread.started_at + preread.seconds))
+            out.seconds += preread.seconds
         out.busy.append((began_at, time.time()))
         return out
 
-    def _read_clicks(self, work: GroupWork, out: GroupOutcome) -> list[JoinClick]:
+    def _read_clicks(
+        self, work: GroupWork, out: GroupOutcome, preread: PreRead | None = None
+    ) -> list[JoinClick]:
         """The group's new clicks, read from the batch's ranges, then its due retries:
         what the driver does for a batch it decodes (Dispatcher._process), done here.
 
@@ -551,9 +554,7 @@ class GroupJoiner:
         goes on). Not in a replay, the new clicks another DC prefers are held before
         any lookup, as the driver holds its retries."""
         assert work.reads is not None
-        preread = work.preread
-        got = preread.lines if preread is not None and preread.reads == work.reads else None
-        got = got if got is not None else read_group(work.reads)
+        got = preread.lines if preread is not None else read_group(work.reads)
         out.lines, out.duplicates, out.reports = got.lines, got.duplicates, got.reports
         out.quarantined += got.quarantined
         new = [JoinClick(event, line, False) for event, line in got.clicks]
