@@ -83,6 +83,7 @@ from registry.errors import (
     RegistryUnavailableError,
 )
 from registry.ids import EventId
+from registry.multi import MultiBuilder, check_path
 from registry.paths import Layout
 from registry.sharding import DEFAULT_BUCKET_US, HOUR_US, ShardingConfig
 
@@ -175,10 +176,21 @@ class _Guards:
     boundaries: dict[int, tuple[int, int]]
 
 
-def _place(event_id: EventId, token: bytes, config: ShardingConfig, layout: Layout) -> _Op:
+def _place(
+    event_id: EventId,
+    token: bytes,
+    config: ShardingConfig,
+    layout: Layout,
+    buckets: dict[tuple[int, int], str],
+) -> _Op:
+    """``buckets``: the bucket paths this call's ids have had, by (shard, bucket number)."""
     shard = config.shard_of(event_id)
-    bucket = layout.bucket_of(shard, event_id)
-    return _Op(event_id, str(event_id), token, shard, bucket, f"{bucket}/{event_id}")
+    where = (shard, event_id.ts_us // layout.bucket_us)
+    bucket = buckets.get(where)
+    if bucket is None:
+        bucket = buckets[where] = layout.bucket_of(shard, event_id)
+    key = str(event_id)
+    return _Op(event_id, key, token, shard, bucket, f"{bucket}/{key}")
 
 
 def check_token(token: str) -> bytes:
@@ -599,7 +611,8 @@ class IdRegistry:
             if guards.config.version != config.version:  # a new epoch may move ids
                 config = guards.config
                 layout = Layout(self.root, config.bucket_us)
-                ops = [_place(op.event_id, op.token, config, layout) for op in ops]
+                buckets: dict[tuple[int, int], str] = {}
+                ops = [_place(op.event_id, op.token, config, layout, buckets) for op in ops]
                 guards = self._read_guards(ops)
             fresh: list[_Op] = []
             for op in ops:
@@ -652,15 +665,19 @@ class IdRegistry:
     ) -> dict[str, _Op]:
         ops: dict[str, _Op] = {}
         layout = Layout(self.root, config.bucket_us)
+        tokens: dict[str, bytes] = {}  # a batch's ids share one token: checked once
+        buckets: dict[tuple[int, int], str] = {}
         for raw_id, token in items:
             event_id = raw_id if isinstance(raw_id, EventId) else EventId.parse(raw_id)
-            data = check_token(token)
+            data = tokens.get(token) if isinstance(token, str) else None
+            if data is None:
+                data = tokens[token] = check_token(token)
             key = str(event_id)
             if key in ops:
                 if ops[key].token != data:
                     raise ValueError(f"id {key} appears twice in one batch with different tokens")
                 continue
-            ops[key] = _place(event_id, data, config, layout)
+            ops[key] = _place(event_id, data, config, layout, buckets)
         return ops
 
     def _read_guards(self, ops: list[_Op]) -> _Guards:
@@ -728,18 +745,20 @@ class IdRegistry:
         again: list[_Op] = []
         layout = Layout(self.root, guards.config.bucket_us)
         ops.sort(key=lambda op: (op.shard, op.bucket, op.key))
+        for bucket in {op.bucket for op in ops}:
+            check_path(bucket)  # once a bucket: each id's name is checked as it is parsed
         in_flight: list[tuple[list[_Op], Any]] = []
         for txn_ops in self._transactions(ops, txn_size):
             if len(in_flight) >= self.max_in_flight:
                 again += self._settle(*in_flight.pop(0), results)
-            txn = self._zk.transaction()
+            txn = MultiBuilder(self._zk)
             txn.check(layout.config, guards.config.version)
             if self._fence is not None:  # op 1: see _settle
                 txn.check(self._fence[1], self._fence[2])
             for shard in sorted({op.shard for op in txn_ops}):
                 txn.check(layout.boundary(shard), guards.boundaries[shard][1])
             for op in txn_ops:
-                txn.create(op.path, op.token)
+                txn.create(op.bucket, op.key, op.token)
             in_flight.append((txn_ops, txn.commit_async()))
             self.counters.transactions += 1
         for txn_ops, pending in in_flight:
@@ -750,11 +769,12 @@ class IdRegistry:
         batch: list[_Op] = []
         size = 0
         for op in ops:
-            if batch and (len(batch) >= txn_size or size + op.size > MAX_REQUEST_BYTES):
+            op_size = op.size
+            if batch and (len(batch) >= txn_size or size + op_size > MAX_REQUEST_BYTES):
                 yield batch
                 batch, size = [], 0
             batch.append(op)
-            size += op.size
+            size += op_size
         if batch:
             yield batch
 
@@ -817,13 +837,21 @@ class IdRegistry:
         layout = Layout(self.root, config.bucket_us)
         results: dict[str, LookupResult] = {}
         by_bucket: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        boundaries: dict[int, int] = {}  # this call's, a shard's read once
+        buckets: dict[tuple[int, int], str] = {}
         for event_id in event_ids:
             key = str(event_id)
             shard = config.shard_of(event_id)
-            if event_id.ts_us < self.gc_boundary(shard):
+            boundary = boundaries.get(shard)
+            if boundary is None:
+                boundary = boundaries[shard] = self.gc_boundary(shard)
+            if event_id.ts_us < boundary:
                 results[key] = LookupResult.TOO_OLD
             else:
-                bucket = layout.bucket_of(shard, event_id)
+                where = (shard, event_id.ts_us // layout.bucket_us)
+                bucket = buckets.get(where)
+                if bucket is None:
+                    bucket = buckets[where] = layout.bucket_of(shard, event_id)
                 by_bucket[bucket].append((key, f"{bucket}/{key}"))
         listings = {
             bucket: self._zk.get_children_async(bucket)

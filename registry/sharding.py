@@ -25,7 +25,7 @@ import functools
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from registry.errors import RegistryError
 from registry.ids import EventId
@@ -68,6 +68,8 @@ class ShardingConfig:
     epochs: tuple[Epoch, ...]
     version: int = -1
     bucket_us: int = DEFAULT_BUCKET_US
+    #: The epochs' starts, for ``epoch_at`` (every id the registry places asks it).
+    _starts: tuple[int, ...] = field(default=(), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.epochs or self.epochs[0].start_us != 0:
@@ -76,9 +78,10 @@ class ShardingConfig:
             raise InvalidShardingError(
                 f"bucket width {self.bucket_us} us must divide an hour and be at least 1 ms"
             )
-        starts = [e.start_us for e in self.epochs]
+        starts = tuple(e.start_us for e in self.epochs)
         if any(b <= a for a, b in itertools.pairwise(starts)):
-            raise InvalidShardingError(f"epoch starts must strictly increase: {starts}")
+            raise InvalidShardingError(f"epoch starts must strictly increase: {list(starts)}")
+        object.__setattr__(self, "_starts", starts)
 
     @classmethod
     def initial(cls, shards: int, bucket_us: int = DEFAULT_BUCKET_US) -> ShardingConfig:
@@ -90,8 +93,7 @@ class ShardingConfig:
         return max(e.shards for e in self.epochs)
 
     def epoch_at(self, ts_us: int) -> Epoch:
-        index = bisect.bisect_right([e.start_us for e in self.epochs], ts_us) - 1
-        return self.epochs[index]
+        return self.epochs[bisect.bisect_right(self._starts, ts_us) - 1]
 
     def shard_of(self, event_id: EventId) -> int:
         return stable_hash(str(event_id)) % self.epoch_at(event_id.ts_us).shards
