@@ -183,14 +183,22 @@ def _place(
     layout: Layout,
     buckets: dict[tuple[int, int], str],
 ) -> _Op:
-    """``buckets``: the bucket paths this call's ids have had, by (shard, bucket number)."""
     shard = config.shard_of(event_id)
+    bucket = _bucket_of(layout, shard, event_id, buckets)
+    key = str(event_id)
+    return _Op(event_id, key, token, shard, bucket, f"{bucket}/{key}")
+
+
+def _bucket_of(
+    layout: Layout, shard: int, event_id: EventId, buckets: dict[tuple[int, int], str]
+) -> str:
+    """The id's bucket path; ``buckets`` holds those of the call's ids so far, by (shard,
+    bucket number): a call's thousands of ids fall into a handful of buckets."""
     where = (shard, event_id.ts_us // layout.bucket_us)
     bucket = buckets.get(where)
     if bucket is None:
         bucket = buckets[where] = layout.bucket_of(shard, event_id)
-    key = str(event_id)
-    return _Op(event_id, key, token, shard, bucket, f"{bucket}/{key}")
+    return bucket
 
 
 def check_token(token: str) -> bytes:
@@ -746,7 +754,7 @@ class IdRegistry:
         layout = Layout(self.root, guards.config.bucket_us)
         ops.sort(key=lambda op: (op.shard, op.bucket, op.key))
         for bucket in {op.bucket for op in ops}:
-            check_path(bucket)  # once a bucket: each id's name is checked as it is parsed
+            check_path(bucket)  # once a bucket, not once an id
         in_flight: list[tuple[list[_Op], Any]] = []
         for txn_ops in self._transactions(ops, txn_size):
             if len(in_flight) >= self.max_in_flight:
@@ -848,10 +856,7 @@ class IdRegistry:
             if event_id.ts_us < boundary:
                 results[key] = LookupResult.TOO_OLD
             else:
-                where = (shard, event_id.ts_us // layout.bucket_us)
-                bucket = buckets.get(where)
-                if bucket is None:
-                    bucket = buckets[where] = layout.bucket_of(shard, event_id)
+                bucket = _bucket_of(layout, shard, event_id, buckets)
                 by_bucket[bucket].append((key, f"{bucket}/{key}"))
         listings = {
             bucket: self._zk.get_children_async(bucket)
