@@ -27,7 +27,7 @@ closed or whose session expired fails the returned result, as kazoo's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -44,7 +44,7 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE
 _CHECK_HEADER = multiheader_struct.pack(CheckVersion.type, False, -1)
 _CREATE_HEADER = multiheader_struct.pack(Create.type, False, -1)
 _DONE = multiheader_struct.pack(-1, True, -1)
-_LENGTH = int_struct.pack  # a length, as jute writes it: a big-endian int32
+_LENGTH: Callable[[int], bytes] = int_struct.pack  # as jute writes one: a big-endian int32
 
 
 class _WireMulti(Transaction):  # type: ignore[misc]  # kazoo's untyped namedtuple
