@@ -15,7 +15,9 @@ from tests.e2e.test_photon_command import run
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.timeout(900)
+# A hang bound, not a speed target: the run took 354 s in CI on one machine, and on
+# one half as fast 448-491 s alone and over 840 s beside the Airflow UI walkthrough.
+@pytest.mark.timeout(1800)
 def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: Path) -> None:
     env = stack_env(tmp_path)
     reports = tmp_path / "report"
@@ -25,7 +27,7 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
             env, "chaos", "--queries", "32000", "--rate", "400", "--outage-s", "18",
             "--restart-after-s", "8", "--settle-s", "10", "--joiner-kills", "2",
             "--report-dir", str(reports), "--json",
-            check=False, timeout_s=840,
+            check=False, timeout_s=1700,
         )  # fmt: skip
     finally:
         run(env, "down", "--purge", check=False)
