@@ -69,7 +69,11 @@ class StreamClock:
     the clock stands still and the writer writes nothing; resumed, it goes on
     where it stood (the lines keep the times they were generated with, so they
     arrive as late as the hold was long, as a stalled log shipper's would).
-    Shared with the writer's process (made in the ``spawn`` context).
+
+    Holds nest: faults running side by side each hold and resume in pairs, and the
+    stream flows again when the last of them resumed (one fault's end must not let
+    the stream run under another's wait). Shared with the writer's process (made in
+    the ``spawn`` context).
     """
 
     def __init__(self, wall: Callable[[], float] = time.time) -> None:
@@ -77,6 +81,7 @@ class StreamClock:
         ctx = multiprocessing.get_context("spawn")
         self._held_s: Synchronized[float] = ctx.Value("d", 0.0)  # held, all holds ended
         self._held_at: Synchronized[float] = ctx.Value("d", 0.0)  # 0: not held now
+        self._holds: Synchronized[int] = ctx.Value("i", 0)  # holds not resumed yet
 
     def __call__(self) -> float:
         now = self._wall()
@@ -84,14 +89,20 @@ class StreamClock:
         return now - self._held_s.value - (now - held_at if held_at else 0.0)
 
     def hold(self) -> None:
-        if not self._held_at.value:
-            self._held_at.value = self._wall()
+        with self._holds.get_lock():
+            self._holds.value += 1
+            if self._holds.value == 1:
+                self._held_at.value = self._wall()
 
     def resume(self) -> None:
-        held_at = self._held_at.value
-        if held_at:
-            self._held_s.value += self._wall() - held_at
-            self._held_at.value = 0.0
+        """End one hold; a resume with no hold to end changes nothing."""
+        with self._holds.get_lock():
+            if self._holds.value == 0:
+                return
+            self._holds.value -= 1
+            if self._holds.value == 0:
+                self._held_s.value += self._wall() - self._held_at.value
+                self._held_at.value = 0.0
 
     @property
     def held_s(self) -> float:

@@ -439,15 +439,13 @@ def _inject(
     )
     struck.append((since(), steps, steps_thread))
     steps_thread.start()
-    late_s = 0.0  # how long faults waited for pipelines to stream again: the rest shift
     for name, share in scheduled(config):
-        time.sleep(max(0.0, share * config.duration_s + late_s - since()))
-        waited_from = since()
+        _wait_stream_s(lambda: since() - clock.held_s, share * config.duration_s)
         wait_crashed(services)  # on a stream that flows: the crash needs new clicks
         clock.hold()
         _wait_streaming(services, settings.dcs)
         clock.resume()
-        late_s += since() - waited_from
+        late_s = since() - clock.held_s - share * config.duration_s
         log.warning("chaos.fault", fault=name, share=share, late_s=round(late_s, 1))
         holder: list[FaultRecord] = []
 
@@ -473,6 +471,13 @@ def _inject(
         record = holder[0] if holder else FaultRecord("failed", "raised", struck=False)
         record.at_s = round(at_s, 1)
         report.faults.append(record)
+
+
+def _wait_stream_s(stream_s: Callable[[], float], at_s: float) -> None:
+    """Until the stream has flowed ``at_s`` seconds (``stream_s``: since its start, less
+    every hold): a fault's share is of the stream's progress, not of the wall clock."""
+    while (left := at_s - stream_s()) > 0:
+        time.sleep(min(left, 0.5))
 
 
 def _wait_streaming(services: ServiceManager, dcs: list[str], timeout_s: float = 300.0) -> bool:

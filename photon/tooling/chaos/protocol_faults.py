@@ -57,6 +57,7 @@ from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
 from photon.tooling.chaos.analysis import json_lines
+from photon.tooling.chaos.metered_stream import MeteredStream
 from photon.tooling.chaos.record import FaultRecord
 from photon.tooling.chaos.service_manager import ServiceManager
 from photon.tooling.runs import StreamClock
@@ -163,7 +164,8 @@ def replay_at_every_step(
     to win, however slow the machine.
     """
     exits: dict[str, int | None] = {}
-    with FrozenJoiner(services, rival) as frozen:
+    # Metered: on a slow machine the steps take minutes, which the stream must not run out in.
+    with FrozenJoiner(services, rival) as frozen, MeteredStream(clock, services.settings, dc):
         for n, step in enumerate(STEPS):
             then = step_env(STEPS[n + 1]) if n + 1 < len(STEPS) else None
             exits[step] = services.await_exit(dc, JOINER, timeout_s, then=then)
@@ -261,7 +263,8 @@ def zombie_during_recovery(
         stopped[:] = [p for p in services.tree(dc, JOINER) if _status(p) == psutil.STATUS_STOPPED]
         return bool(stopped)
 
-    with FrozenJoiner(services, rival) as frozen:  # thawed at once if it stopped already
+    # thawed at once if it stopped already; the stream metered to what dc's joiner reads
+    with FrozenJoiner(services, rival) as frozen, MeteredStream(clock, settings, dc):
         found = _wait(paused, timeout_s, 0.5)
     zombie = stopped[0] if found else None
     if zombie is not None:  # its driver, JVM and other workers go; the stopped one stays

@@ -44,6 +44,7 @@ from photon.join.runtime import current_attempt
 from photon.logs.offset_log import logged_position
 from photon.logs.reader import RECOVERY_LOG_PREFIX, GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
+from photon.tooling.chaos.metered_stream import MeteredStream
 from photon.tooling.chaos.protocol_faults import (
     FILE_PREFIX,
     FrozenJoiner,
@@ -92,7 +93,7 @@ def log_rotation(
     # frozen) reads no file to rotate.
     armed = step_env("registered", streaming_only=True)
     hold_until_streaming(services, clock, dc, lambda: services.rearm(dc, JOINER, armed))
-    with FrozenJoiner(services, rival) as frozen:
+    with FrozenJoiner(services, rival) as frozen, MeteredStream(clock, settings, dc):
         code = services.await_exit(dc, JOINER, timeout_s, before_restart=rotate_the_crashed_batch)
     hold_until_streaming(services, clock, dc)
     batch = crashed.get("batch")

@@ -18,13 +18,27 @@ def test_a_held_stream_clock_stands_still_and_goes_on_where_it_stood() -> None:
     clock.hold()
     wall[0] += 30
     assert clock() == 1_005.0 and clock.held_s == 30
-    clock.hold()  # held already: the hold began when it first did
-    wall[0] += 10
     clock.resume()
-    assert clock() == 1_005.0 and clock.held_s == 40
     wall[0] += 2
+    assert clock() == 1_007.0 and clock.held_s == 30
     clock.resume()  # not held: nothing changes
-    assert clock() == 1_007.0 and clock.held_s == 40
+    wall[0] += 1
+    assert clock() == 1_008.0 and clock.held_s == 30
+
+
+def test_holds_nest_the_stream_flows_when_the_last_one_resumed() -> None:
+    wall = [1_000.0]
+    clock = StreamClock(wall=lambda: wall[0])
+    clock.hold()  # one fault's hold
+    wall[0] += 10
+    clock.hold()  # another's, beside it: the hold began when the first did
+    wall[0] += 10
+    clock.resume()  # the first fault is done: the second still holds
+    wall[0] += 10
+    assert clock() == 1_000.0 and clock.held_s == 30
+    clock.resume()
+    wall[0] += 4
+    assert clock() == 1_004.0 and clock.held_s == 30
 
 
 def test_a_runs_namespace_is_its_own_root_bucket_cache_keys_logs_and_state(

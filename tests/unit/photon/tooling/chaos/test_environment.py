@@ -62,7 +62,7 @@ def test_the_users_config_file_reaches_the_run_and_wins_over_the_chaos_defaults(
 def test_without_a_config_file_the_chaos_defaults_apply(tmp_path: Path) -> None:
     env = chaos_environment("chaos-2", tmp_path, None, {})
     assert "PHOTON_CONFIG" not in env
-    assert env["PHOTON_RETRY__MAX_AGE_S"] == "240"
+    assert env["PHOTON_RETRY__MAX_AGE_S"] == "900"
 
 
 def test_a_run_reads_the_config_file_it_is_given(tmp_path: Path) -> None:
