@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import cast
 
@@ -14,6 +13,7 @@ import pytest
 from photon.apps import JOINER
 from photon.tooling.chaos.protocol_faults import FrozenJoiner
 from photon.tooling.chaos.service_manager import ServiceManager
+from tests.unit.photon.tooling.chaos.waiting import until
 
 pytestmark = pytest.mark.unit
 
@@ -44,15 +44,6 @@ def start() -> Iterator[Callable[[], psutil.Process]]:
         process.wait()
 
 
-def _until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def _stopped(process: psutil.Process) -> bool:
     return process.status() == psutil.STATUS_STOPPED
 
@@ -68,11 +59,11 @@ def test_a_process_the_tree_starts_while_frozen_is_frozen_too_and_all_thaw_on_ex
     owner.processes.append(start())
     with FrozenJoiner(cast(ServiceManager, owner), "a", recheck_s=0.05) as frozen:
         # A signal takes effect when its process next runs: on a busy machine, later.
-        assert _until(lambda: _stopped(owner.processes[0]))
+        assert until(lambda: _stopped(owner.processes[0]))
         owner.processes.append(start())  # a worker the joiner starts meanwhile
-        assert _until(lambda: _stopped(owner.processes[1]))
+        assert until(lambda: _stopped(owner.processes[1]))
     assert frozen.processes == 2 and frozen.frozen_s >= 0
-    assert _until(lambda: _running(owner.processes))
+    assert until(lambda: _running(owner.processes))
 
 
 def test_two_freezes_of_one_joiner_keep_it_frozen_until_the_last_ends(
@@ -85,6 +76,6 @@ def test_two_freezes_of_one_joiner_keep_it_frozen_until_the_last_ends(
     with FrozenJoiner(services, "a", recheck_s=0.05):
         later.__enter__()
     # The first freeze thawed the process as it ended; the second freezes it again.
-    assert _until(lambda: _stopped(owner.processes[0]))
+    assert until(lambda: _stopped(owner.processes[0]))
     later.__exit__(None, None, None)
-    assert _until(lambda: _running(owner.processes))
+    assert until(lambda: _running(owner.processes))

@@ -8,17 +8,9 @@ import pytest
 from photon.settings import PhotonSettings
 from photon.tooling.chaos.metered_stream import MeteredStream
 from photon.tooling.runs import StreamClock
+from tests.unit.photon.tooling.chaos.waiting import until
 
 pytestmark = pytest.mark.unit
-
-
-def _until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _held(clock: StreamClock) -> Callable[[], bool]:
@@ -36,11 +28,11 @@ def test_the_stream_is_held_while_the_joiner_has_unread_clicks_and_flows_when_it
     with MeteredStream(clock, PhotonSettings(), "a", check_s=0.01, unread=lambda: unread[0]):
         assert not _held(clock)()  # caught up: the stream flows
         unread[0] = 512  # the writer wrote, the joiner has not read it yet
-        assert _until(_held(clock))
+        assert until(_held(clock))
         unread[0] = 0
-        assert _until(lambda: not _held(clock)())
+        assert until(lambda: not _held(clock)())
         unread[0] = 1
-        assert _until(_held(clock))
+        assert until(_held(clock))
     assert not _held(clock)()  # left as it found it
 
 
@@ -57,5 +49,5 @@ def test_a_hold_beside_the_meter_keeps_the_stream_held_and_an_unreadable_backlog
     clock.resume()
     assert not _held(clock)()
     with MeteredStream(clock, PhotonSettings(), "a", check_s=0.01, unread=unreadable):
-        assert _until(_held(clock))
+        assert until(_held(clock))
     assert not _held(clock)()
