@@ -19,7 +19,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -123,6 +123,45 @@ def _master(project: ComposeProject) -> Any:
         return json.loads(response.read())
 
 
+def _tasks_ended(executors: list[dict[str, Any]]) -> int:
+    """Tasks ended on these executors (``totalTasks`` counts a task when it ends)."""
+    return sum(int(e["totalTasks"]) for e in executors)
+
+
+def _await_executors(
+    project: ComposeProject,
+    done: Callable[[dict[str, list[dict[str, Any]]]], bool],
+    timeout_s: float,
+) -> dict[str, set[str]]:
+    """Poll every app's executors until ``done`` holds of them; the hosts each app's
+    executors run on. On time-out, the assertion names what is missing."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        time.sleep(3)
+        executors = {  # the workers' executors: the driver is listed too, in its container
+            app: [e for e in _executors(project, app) if e["id"] != "driver"] for app in APPS
+        }
+        hosts = {
+            app: {e["hostPort"].partition(":")[0] for e in found}
+            for app, found in executors.items()
+        }
+        if done(executors):
+            return hosts
+        if time.monotonic() > deadline:
+            master = _master(project)
+            missing = sorted(app for app, on in hosts.items() if not on)
+            ended = {app: _tasks_ended(found) for app, found in executors.items()}
+            apps = [(a.get("name"), a.get("state"), a.get("cores")) for a in master["activeapps"]]
+            workers = [
+                (w.get("host"), w.get("state"), w.get("coresused")) for w in master["workers"]
+            ]
+            raise AssertionError(
+                f"after {timeout_s:.0f} s: apps without an executor on a worker {missing}, "
+                f"tasks ended {ended}, hosts {hosts}, master's apps {apps}, "
+                f"workers {workers}"
+            )
+
+
 def test_every_service_is_healthy_and_only_loopback_ports_are_published(
     project: ComposeProject,
 ) -> None:
@@ -176,19 +215,19 @@ def test_both_dcs_join_on_the_workers_exactly_once_through_a_worker_and_the_lead
     """The stream starts; the joiners' tasks run on the worker containers' executors;
     one worker is killed, then the ZooKeeper leader, while both DCs join; both come
     back (their restart policy, or a start); the audit is exactly once."""
+    # The apps' executors first, before the stream: on a loaded machine twenty
+    # containers' start-up takes minutes, and the faults should land in the stream.
+    began = time.monotonic()
+    on_workers = _await_executors(project, lambda by_app: all(by_app.values()), timeout_s=600)
+    print(f"every app's executors on the workers {time.monotonic() - began:.0f} s after up")
     project.start("generator")
-    deadline = time.monotonic() + 180  # both DCs joining the live stream, on the workers
-    while True:
-        time.sleep(3)
-        executors = {app: _executors(project, app) for app in APPS}
-        on_workers = {
-            app: {e["hostPort"].partition(":")[0] for e in found if e["id"] != "driver"}
-            for app, found in executors.items()
-        }
-        worked = sum(e["totalTasks"] for e in executors["joiner-a"] if e["id"] != "driver")
-        if all(on_workers.values()) and worked > 0:
-            break
-        assert time.monotonic() < deadline, (on_workers, _master(project))
+    began = time.monotonic()
+    _await_executors(
+        project,
+        lambda by_app: all(_tasks_ended(by_app[app]) > 0 for app in ("joiner-a", "joiner-b")),
+        timeout_s=QUERIES / RATE + 300,  # the stream's length, and a loaded machine's start
+    )
+    print(f"both joiners' tasks ran {time.monotonic() - began:.0f} s after the stream began")
     assert set().union(*on_workers.values()) <= {"spark-worker1", "spark-worker2"}, on_workers
 
     containers = project.containers()
