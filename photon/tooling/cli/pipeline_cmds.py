@@ -53,6 +53,21 @@ def join(ctx: typer.Context, dc: DcOption, until_idle: UntilIdle = None) -> None
     _exec_app(ctx, JOINER, dc, until_idle)
 
 
+def _listed_dcs(dcs: str | None) -> list[str]:
+    """The DCs ``--dcs`` names. An empty list or item (``--dcs "$UNSET"``, ``a,,b``) is
+    refused: read as "every DC", it would run, or with ``--fresh`` reset, them all."""
+    if dcs is None:
+        return []
+    names = [name.strip() for name in dcs.split(",")]
+    if not all(names):
+        raise typer.BadParameter(
+            f"{dcs!r} lists an empty DC name; list DCs comma separated (a,b), or leave "
+            "--dcs out for every DC",
+            param_hint="--dcs",
+        )
+    return names
+
+
 def run(
     ctx: typer.Context,
     dc: Annotated[list[str] | None, typer.Option("--dc", help="Run this DC (repeatable).")] = None,
@@ -89,8 +104,7 @@ def run(
     from photon.tooling.pipeline import APPS, app_summaries, reset_state, run_pipelines
 
     settings = settings_of(ctx)
-    chosen = [*(dc or []), *(d.strip() for d in (dcs or "").split(",") if d.strip())]
-    names = list(dict.fromkeys(chosen)) or settings.dcs
+    names = list(dict.fromkeys([*(dc or []), *_listed_dcs(dcs)])) or settings.dcs
     for name in names:
         settings.dc_logs(name)  # validates the name
     env: dict[str, str] = {}

@@ -93,6 +93,21 @@ def test_run_refuses_an_unknown_dc_before_starting_anything(tmp_path: Path) -> N
     assert not (tmp_path / "state" / "pipelines").exists()
 
 
+@pytest.mark.parametrize("listed", ["", " ", " , ", "a,", "a,,b"])
+def test_run_refuses_a_dcs_list_with_an_empty_name_before_resetting_anything(
+    listed: str, tmp_path: Path
+) -> None:
+    """Not read as "every DC": with --fresh that would reset every DC's state."""
+    state = tmp_path / "state" / "pipelines" / "a" / "joiner"
+    state.mkdir(parents=True)
+    # A bad --master too: a run that took the list for every DC would stop at it (naming
+    # --master), not start the apps.
+    result = runner.invoke(app, ["run", "--dcs", listed, "--fresh", "--master", "yarn"])
+    assert result.exit_code == 2, result.output
+    assert "--dcs" in result.output and "empty DC name" in result.output
+    assert state.is_dir()
+
+
 def test_gen_then_scan_in_json(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["gen", "--queries", "300", "--start", "2026-01-01T00:00:00", "--json"]
