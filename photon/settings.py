@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     FilePath,
@@ -56,7 +57,19 @@ _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _ZNODE_PATH = re.compile(r"(/[A-Za-z0-9_.-]+)+")
 
 Port = Annotated[int, Field(ge=1, le=65535)]
-PositiveSeconds = Annotated[float, Field(gt=0)]
+#: Finite: an infinite timeout, backoff or age hangs or never gives up, silently.
+PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+def _not_empty_path(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("is empty (an unset variable?): name a path, or leave the setting out")
+    return value
+
+
+#: A path that is named: an empty value (``PHOTON_LOGS_ROOT=``) would be the working
+#: directory, which commands that clean their directories would then clean.
+NamedPath = Annotated[Path, BeforeValidator(_not_empty_path)]
 
 
 class SettingsError(PhotonError, ValueError):
@@ -252,7 +265,7 @@ class PipelineSettings(_Section):
 
     #: Checkpoints, retry stores and attempt names live under <state_root>/<dc>/<app>/:
     #: local (DC) storage, never the object store. Unset: <stack.state_dir>/pipelines.
-    state_root: Path | None = None
+    state_root: NamedPath | None = None
     spark_master: str = "local[*]"
     trigger_s: PositiveSeconds = 1.0
     max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
@@ -357,7 +370,7 @@ class PipelineSettings(_Section):
     #: Spark's event log of every application (what a history server shows), rolled
     #: every 64 MiB, a directory an application. Unset: <state_root>/spark-events.
     event_log: bool = True
-    event_log_dir: Path | None = None
+    event_log_dir: NamedPath | None = None
 
     @model_validator(mode="after")
     def _check_restart_backoff(self) -> Self:
@@ -408,7 +421,7 @@ class StackSettings(_Section):
     """The local stack that ``photon up`` runs on loopback."""
 
     host: str = "127.0.0.1"
-    state_dir: Path = Path(".photon")
+    state_dir: NamedPath = Path(".photon")
     zk_client_ports: Annotated[list[Port], NoDecode] = [2181, 2182, 2183]
     zk_quorum_ports: Annotated[list[Port], NoDecode] = [2888, 2889, 2890]
     zk_election_ports: Annotated[list[Port], NoDecode] = [3888, 3889, 3890]
@@ -557,7 +570,7 @@ class AirflowSettings(_Section):
     admin_password: SecretStr = SecretStr("photon-admin")
     postgres_password: SecretStr = SecretStr("photon-airflow")
     #: Airflow's own state (home, database files, logs). Unset: <stack.state_dir>/airflow.
-    state_dir: Path | None = None
+    state_dir: NamedPath | None = None
 
     @field_validator("admin_password", "postgres_password")
     @classmethod
@@ -587,7 +600,7 @@ class PhotonSettings(BaseSettings):
         frozen=True,
     )
 
-    logs_root: Path = Path(".photon/logs")
+    logs_root: NamedPath = Path(".photon/logs")
     #: The apps' log lines: key=value (console) or one JSON object a line. Read from
     #: PHOTON_LOG_FORMAT before the settings load, so that their errors are logged too.
     log_format: Literal["console", "json"] = "console"
