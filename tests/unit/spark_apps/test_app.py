@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,18 @@ def test_a_signal_stops_every_stream(
     stand_in_runs(monkeypatch, {QUERY_READER: "wait", JOINER: "wait"})
     streams = [stream(tmp_path, QUERY_READER), stream(tmp_path, JOINER)]
     # As `photon run` stops its children: the main thread's handler stops both streams.
-    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    # Sent once the handler is in place: sent earlier (a slow machine, a long collection
+    # in freeze_once), SIGTERM's default action killed the test's worker process.
+    unhandled = signal.getsignal(signal.SIGTERM)
+
+    def terminate_once_handled() -> None:
+        deadline = time.monotonic() + 60  # past it, the test's time-out names the hang
+        while signal.getsignal(signal.SIGTERM) == unhandled:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_handled, daemon=True).start()
     summaries = run_apps(NO_METRICS, "photon-pipeline-a", streams)
     assert [s["stopped_by"] for s in summaries] == ["signal", "signal"]
