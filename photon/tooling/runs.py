@@ -3,7 +3,7 @@
 A run's namespace (its own registry root, bucket, cache keys, logs and state),
 a private environment of ``PHOTON_*`` variables for a run, the live ad-server
 writer in a process of its own (on a :class:`StreamClock` the run may pause),
-waiting until every app streams, and the clean-up of what a run leaves in the
+waiting until a condition holds or every app streams, and the clean-up of what a run leaves in the
 stack.
 """
 
@@ -118,6 +118,16 @@ def write_live(config_json: str, logs_root: str, clock: StreamClock | None = Non
         os.nice(-10)
     sim = simulate(GenConfig.model_validate_json(config_json))
     write(sim, Path(logs_root), live=True, clock=clock or time.time)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.25) -> bool:
+    """Whether ``condition`` came true within ``timeout_s``, asked every ``step_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step_s)
+    return True
 
 
 def wait_until_streaming(

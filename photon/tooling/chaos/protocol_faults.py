@@ -60,7 +60,7 @@ from photon.tooling.chaos.analysis import json_lines
 from photon.tooling.chaos.metered_stream import MeteredStream
 from photon.tooling.chaos.record import FaultRecord
 from photon.tooling.chaos.service_manager import ServiceManager
-from photon.tooling.runs import StreamClock
+from photon.tooling.runs import StreamClock, wait_until
 
 log = structlog.get_logger(__name__)
 
@@ -81,15 +81,6 @@ def step_env(step: str, *, streaming_only: bool = False) -> dict[str, str]:
     if streaming_only:
         env["PHOTON_FAULTS__CRASH_STREAMING_ONLY"] = "true"
     return env
-
-
-def _wait(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step_s)
-    return True
 
 
 class FrozenJoiner:
@@ -191,7 +182,7 @@ def hold_until_streaming(
     clock.hold()
     try:
         restart()
-        _wait(lambda: services.streaming(dc, JOINER), 300.0)
+        wait_until(lambda: services.streaming(dc, JOINER), 300.0)
     finally:
         clock.resume()
 
@@ -209,14 +200,18 @@ def stale_epoch_partition(
         announced = member in registry.members()
     with FrozenJoiner(services, dc) as frozen, connect_registry(settings) as registry:
         longest_s = 3 * settings.zookeeper.session_timeout_s + 10
-        session_ended = announced and _wait(lambda: member not in registry.members(), longest_s)
+
+        def gone() -> bool:
+            return member not in registry.members()
+
+        session_ended = announced and wait_until(gone, longest_s)
         session_s = round(time.monotonic() - frozen.since, 1)
         before = registry.sharding()
         after = registry.append_epoch(
             before.epochs[-1].shards + 1, max_skew_s=settings.shards.max_clock_skew_s
         )
         start_us = after.epochs[-1].start_us
-        started = _wait(lambda: registry.zk_now_us() > start_us + _US, 120.0, 0.5)
+        started = wait_until(lambda: registry.zk_now_us() > start_us + _US, 120.0, 0.5)
     return FaultRecord(
         "stale_epoch_partition",
         f"joiner[{dc}]",
@@ -265,7 +260,7 @@ def zombie_during_recovery(
 
     # thawed at once if it stopped already; the stream metered to what dc's joiner reads
     with FrozenJoiner(services, rival) as frozen, MeteredStream(clock, settings, dc):
-        found = _wait(paused, timeout_s, 0.5)
+        found = wait_until(paused, timeout_s, 0.5)
     zombie = stopped[0] if found else None
     if zombie is not None:  # its driver, JVM and other workers go; the stopped one stays
         for process in services.tree(dc, JOINER):
@@ -339,7 +334,7 @@ def gc_during_catch_up(
     back) and collect: what it replays below the boundary must come out too old,
     never registered again."""
     services.restart_afresh(dc, JOINER)
-    streaming = _wait(lambda: services.streaming(dc, JOINER), 300.0)
+    streaming = wait_until(lambda: services.streaming(dc, JOINER), 300.0)
     behind = joiner_backlog(settings, dc).bytes
     deleted = 0
     with connect_registry(settings) as registry:
@@ -400,7 +395,7 @@ def log_file_faults(settings: PhotonSettings, dc: str, since: Callable[[], float
     _write(clicks / names["file_deleted"], lines[7:9])
     _write(clicks / torn[0], [lines[9]], tail=lines[10][: len(lines[10]) // 2])
     made = [*names.values(), torn[0]]
-    read = _wait(lambda: _all_read(checkpoint, clicks, made), 120.0, 0.5)
+    read = wait_until(lambda: _all_read(checkpoint, clicks, made), 120.0, 0.5)
     # Each change between two of the joiner's plans: the next plan must tell it.
     truncated = clicks / names["file_truncated"]
     os.truncate(truncated, len(lines[0]) + 1)  # shrinks below what was read

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from photon.apps import JOINER, QUERY_READER
 from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings, PipelineSettings
+from photon.tooling.runs import wait_until
 from spark_apps import app as app_module
 from spark_apps import streaming
 from spark_apps.app import AppStream, run_apps
@@ -99,12 +99,9 @@ def test_a_signal_stops_every_stream(
     unhandled = signal.getsignal(signal.SIGTERM)
 
     def terminate_once_handled() -> None:
-        deadline = time.monotonic() + 60  # past it, the test's time-out names the hang
-        while signal.getsignal(signal.SIGTERM) == unhandled:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGTERM)
+        # Never handled in 60 s: no signal, and the test's time-out names the hang.
+        if wait_until(lambda: signal.getsignal(signal.SIGTERM) != unhandled, 60.0, 0.01):
+            os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=terminate_once_handled, daemon=True).start()
     summaries = run_apps(NO_METRICS, "photon-pipeline-a", streams)

@@ -13,7 +13,7 @@ import pytest
 from photon.apps import JOINER
 from photon.tooling.chaos.protocol_faults import FrozenJoiner
 from photon.tooling.chaos.service_manager import ServiceManager
-from tests.unit.photon.tooling.chaos.waiting import until
+from photon.tooling.runs import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -59,11 +59,11 @@ def test_a_process_the_tree_starts_while_frozen_is_frozen_too_and_all_thaw_on_ex
     owner.processes.append(start())
     with FrozenJoiner(cast(ServiceManager, owner), "a", recheck_s=0.05) as frozen:
         # A signal takes effect when its process next runs: on a busy machine, later.
-        assert until(lambda: _stopped(owner.processes[0]))
+        assert wait_until(lambda: _stopped(owner.processes[0]), 5.0, 0.01)
         owner.processes.append(start())  # a worker the joiner starts meanwhile
-        assert until(lambda: _stopped(owner.processes[1]))
+        assert wait_until(lambda: _stopped(owner.processes[1]), 5.0, 0.01)
     assert frozen.processes == 2 and frozen.frozen_s >= 0
-    assert until(lambda: _running(owner.processes))
+    assert wait_until(lambda: _running(owner.processes), 5.0, 0.01)
 
 
 def test_two_freezes_of_one_joiner_keep_it_frozen_until_the_last_ends(
@@ -76,6 +76,6 @@ def test_two_freezes_of_one_joiner_keep_it_frozen_until_the_last_ends(
     with FrozenJoiner(services, "a", recheck_s=0.05):
         later.__enter__()
     # The first freeze thawed the process as it ended; the second freezes it again.
-    assert until(lambda: _stopped(owner.processes[0]))
+    assert wait_until(lambda: _stopped(owner.processes[0]), 5.0, 0.01)
     later.__exit__(None, None, None)
-    assert until(lambda: _running(owner.processes))
+    assert wait_until(lambda: _running(owner.processes), 5.0, 0.01)

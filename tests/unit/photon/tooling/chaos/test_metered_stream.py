@@ -7,8 +7,7 @@ import pytest
 
 from photon.settings import PhotonSettings
 from photon.tooling.chaos.metered_stream import MeteredStream
-from photon.tooling.runs import StreamClock
-from tests.unit.photon.tooling.chaos.waiting import until
+from photon.tooling.runs import StreamClock, wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -28,11 +27,11 @@ def test_the_stream_is_held_while_the_joiner_has_unread_clicks_and_flows_when_it
     with MeteredStream(clock, PhotonSettings(), "a", check_s=0.01, unread=lambda: unread[0]):
         assert not _held(clock)()  # caught up: the stream flows
         unread[0] = 512  # the writer wrote, the joiner has not read it yet
-        assert until(_held(clock))
+        assert wait_until(_held(clock), 5.0, 0.01)
         unread[0] = 0
-        assert until(lambda: not _held(clock)())
+        assert wait_until(lambda: not _held(clock)(), 5.0, 0.01)
         unread[0] = 1
-        assert until(_held(clock))
+        assert wait_until(_held(clock), 5.0, 0.01)
     assert not _held(clock)()  # left as it found it
 
 
@@ -49,5 +48,5 @@ def test_a_hold_beside_the_meter_keeps_the_stream_held_and_an_unreadable_backlog
     clock.resume()
     assert not _held(clock)()
     with MeteredStream(clock, PhotonSettings(), "a", check_s=0.01, unread=unreadable):
-        assert until(_held(clock))
+        assert wait_until(_held(clock), 5.0, 0.01)
     assert not _held(clock)()
