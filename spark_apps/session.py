@@ -9,7 +9,9 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+import py4j.protocol
 import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -130,6 +132,67 @@ def prepared_event_log(event_log_dir: Path | None, app_name: str) -> Path | None
     return directory
 
 
+class _NumpyConverterWhenNumpy:
+    """PySpark's py4j converter of a NumPy value, asked only about NumPy values.
+
+    PySpark's own ``can_convert`` imports ``pyspark.testing.utils`` (and pandas with it)
+    the first time py4j converts any argument, which is while ``getOrCreate`` builds the
+    driver's ``SparkConf``: ~0.5 CPU-s on every driver's start-up path, for a check a
+    type test answers (docs/deploy.md, "Start-up")."""
+
+    def __init__(self, converter: Any) -> None:
+        self.converter = converter
+
+    def can_convert(self, obj: Any) -> bool:
+        numpy = sys.modules.get("numpy")  # a NumPy value means NumPy is imported
+        return (
+            numpy is not None
+            and isinstance(obj, numpy.generic | numpy.ndarray)
+            and bool(self.converter.can_convert(obj))
+        )
+
+    def convert(self, obj: Any, gateway_client: Any) -> Any:
+        return self.converter.convert(obj, gateway_client)
+
+
+def ask_numpy_converters_only_about_numpy() -> None:
+    """Wrap PySpark's NumPy converters in py4j's list (once; idempotent)."""
+    converters = py4j.protocol.INPUT_CONVERTER
+    for n, converter in enumerate(converters):
+        name = type(converter).__name__
+        if name in ("NumpyArrayConverter", "NumpyScalarConverter"):
+            converters[n] = _NumpyConverterWhenNumpy(converter)
+
+
+#: Spark's static set of installed Python data sources (``pyspark_*`` packages), on its
+#: ``DataSourceManager`` object: Spark fills it on a session's first data-source lookup.
+_STATIC_DATA_SOURCES = "org.apache.spark.sql.execution.datasources.DataSourceManager$"
+
+
+def skip_static_data_source_search(spark: SparkSession) -> bool:
+    """Tell Spark there are no installed ``pyspark_*`` data sources to register.
+
+    On a session's first data-source lookup (registering Photon's log source, reading
+    Parquet by name) Spark starts a Python process that imports PySpark and walks every
+    module on the path for ``pyspark_*`` packages: ~2.5 s of a driver's start-up on two
+    cores, before its first stream (docs/deploy.md, "Start-up"). Photon registers its one
+    source itself and installs no such package, so the set is given as empty. Spark keeps
+    it in a field of its own, not an API: where it is missing (another Spark version),
+    this returns False and Spark searches as before."""
+    jvm = spark._jvm
+    if jvm is None:
+        return False
+    try:
+        manager = getattr(getattr(jvm, _STATIC_DATA_SOURCES), "MODULE$")
+        if not manager.dataSourceBuilders().isEmpty():
+            return True  # searched or given already: nothing to skip
+        empty = getattr(getattr(jvm, "scala.collection.immutable.Map$"), "MODULE$").empty()
+        getattr(manager, "dataSourceBuilders_$eq")(jvm.scala.Some(empty))
+    except py4j.protocol.Py4JError:
+        return False
+    return True
+
+
 def photon_session(
     app_name: str,
     pipeline: PipelineSettings,
@@ -139,6 +202,7 @@ def photon_session(
 ) -> SparkSession:
     """The session of a long-running app, on ``pipeline.spark_master``."""
     use_project_interpreter(pipeline)
+    ask_numpy_converters_only_about_numpy()
     builder = SparkSession.builder.appName(app_name).master(pipeline.spark_master)
     conf = session_conf(
         pipeline,
@@ -159,6 +223,7 @@ def photon_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    skip_static_data_source_search(spark)
     spark.dataSource.register(GrowingLogDataSource)
     return spark
 
@@ -172,6 +237,7 @@ def submitted_session(
 ) -> SparkSession:
     """A batch job's session: spark-submit's master and ``--conf`` win over the settings."""
     use_project_interpreter(pipeline)
+    ask_numpy_converters_only_about_numpy()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Under spark-submit its JVM holds --master and --conf; a SparkConf sees them
         # only once the gateway to that JVM is up (before, it is an empty Python dict).
@@ -190,4 +256,5 @@ def submitted_session(
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    skip_static_data_source_search(spark)
     return spark

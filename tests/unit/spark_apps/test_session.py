@@ -151,3 +151,36 @@ def test_spark_runs_python_through_the_launcher_on_a_local_master_only(
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python3")  # the user's choice stands
     use_project_interpreter(PipelineSettings(spark_master="local[2]"))
     assert os.environ["PYSPARK_PYTHON"] == "/opt/python3"
+
+
+def test_pysparks_numpy_converters_are_asked_only_about_numpy_values() -> None:
+    import numpy
+    import py4j.protocol
+
+    from spark_apps.session import ask_numpy_converters_only_about_numpy
+
+    asked: list[object] = []
+
+    class NumpyArrayConverter:  # PySpark's converter, by name
+        def can_convert(self, obj: object) -> bool:
+            asked.append(obj)
+            return True
+
+        def convert(self, obj: object, _client: object) -> str:
+            return f"converted {obj!r}"
+
+    converters = py4j.protocol.INPUT_CONVERTER
+    saved = list(converters)
+    try:
+        converters[:] = [NumpyArrayConverter()]
+        ask_numpy_converters_only_about_numpy()
+        ask_numpy_converters_only_about_numpy()  # once is enough; twice changes nothing
+        (wrapped,) = converters
+        assert not wrapped.can_convert("spark.master") and not wrapped.can_convert([1, 2])
+        assert asked == []
+        array = numpy.arange(3)
+        assert wrapped.can_convert(array) and wrapped.can_convert(numpy.int64(1))
+        assert len(asked) == 2 and asked[0] is array
+        assert wrapped.convert(7, None) == "converted 7"
+    finally:
+        converters[:] = saved
