@@ -1,5 +1,7 @@
 """Spark's Python processes on a local master: the project's interpreter, with pyspark and
-py4j read from its site-packages, not compiled again from SPARK_HOME's zips."""
+py4j read from its site-packages, not compiled again from SPARK_HOME's zips; and a
+driver's start-up without Spark's search for installed data sources or PySpark's test
+helpers (docs/deploy.md, "Start-up")."""
 
 from __future__ import annotations
 
