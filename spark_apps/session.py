@@ -83,18 +83,37 @@ def driver_java_options(pipeline: PipelineSettings) -> str:
     return with_class_archive(pipeline.driver_java_options, pipeline.class_archive)
 
 
+def spark_python_env(*, local_master: bool, submitted: bool = False) -> dict[str, str]:
+    """The variables that start Spark's Python processes with this interpreter: its task
+    workers (``PYSPARK_PYTHON``) and, under spark-submit (``submitted``), the driver.
+
+    On this host — a local master's workers, a submitted job's driver — they go through
+    the launcher that leaves SPARK_HOME's zipped pyspark and py4j out when this
+    interpreter has the same installed (each process would compile what it imports from
+    the zip again). A cluster's executors start the interpreter itself.
+    """
+    launcher = os.access(SPARK_PYTHON_LAUNCHER, os.X_OK)  # an install that has it
+    drop = redundant_spark_zips() if launcher and (local_master or submitted) else []
+    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if drop:
+        env |= {
+            "SPARK_PYTHON_INTERPRETER": sys.executable,
+            "SPARK_PYTHON_DROP_PATHS": os.pathsep.join(drop),
+        }
+        if local_master:
+            env["PYSPARK_PYTHON"] = str(SPARK_PYTHON_LAUNCHER)
+        if submitted:
+            env["PYSPARK_DRIVER_PYTHON"] = str(SPARK_PYTHON_LAUNCHER)
+    return env
+
+
 def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
     # Executors must run this interpreter: it has the project and pyarrow (docs/deploy.md).
     if "PYSPARK_PYTHON" not in os.environ:
         local = pipeline is None or pipeline.spark_master.startswith("local")
-        launcher = os.access(SPARK_PYTHON_LAUNCHER, os.X_OK)  # an install that has it
-        drop = redundant_spark_zips() if local and launcher else []
-        if drop:  # on this host, through the launcher that leaves the zips out
-            os.environ["SPARK_PYTHON_INTERPRETER"] = sys.executable
-            os.environ["SPARK_PYTHON_DROP_PATHS"] = os.pathsep.join(drop)
-            os.environ["PYSPARK_PYTHON"] = str(SPARK_PYTHON_LAUNCHER)
-        else:
-            os.environ["PYSPARK_PYTHON"] = sys.executable
+        workers = spark_python_env(local_master=local)
+        del workers["PYSPARK_DRIVER_PYTHON"]  # this driver runs already
+        os.environ.update(workers)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if pipeline is not None and ipaddress.ip_address(pipeline.driver_bind_address).is_loopback:
         # Spark's UI binds SPARK_LOCAL_IP, else every address: natively it stays on loopback.

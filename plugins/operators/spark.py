@@ -43,7 +43,7 @@ class PhotonSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Context) -> None:
         from plugins.hooks.settings import as_env, task_settings
-        from spark_apps.session import driver_java_options
+        from spark_apps.session import driver_java_options, spark_python_env
 
         spec = find_spec(f"spark_apps.{self.job}")
         if spec is None or spec.origin is None:
@@ -52,12 +52,15 @@ class PhotonSparkSubmitOperator(SparkSubmitOperator):
         settings = task_settings(self.registry_conn_id, self.object_store_conn_id)
         bin_dir = str(Path(sys.executable).parent)
         passed = {k: v for k, v in os.environ.items() if k.startswith("PHOTON_")}
+        # The hook resolves the connection's master; it is made again below with the env.
+        master = str(self._get_hook()._connection["master"])
         self.env_vars = {
             **passed,
             **as_env(settings),
             **(self.env_vars or {}),
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            # The driver runs here; the workers too on a local master (docs/deploy.md,
+            # "Start-up": SPARK_HOME's zips left out of their imports).
+            **spark_python_env(local_master=master.startswith("local"), submitted=True),
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         }
         self.conf = {

@@ -16,6 +16,7 @@ from spark_apps.session import (
     SPARK_PYTHON_LAUNCHER,
     redundant_spark_zips,
     session_conf,
+    spark_python_env,
     use_project_interpreter,
 )
 
@@ -151,6 +152,29 @@ def test_spark_runs_python_through_the_launcher_on_a_local_master_only(
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python3")  # the user's choice stands
     use_project_interpreter(PipelineSettings(spark_master="local[2]"))
     assert os.environ["PYSPARK_PYTHON"] == "/opt/python3"
+
+
+def test_a_submitted_jobs_driver_runs_here_through_the_launcher_its_cluster_workers_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    zips = os.pathsep.join(redundant_spark_zips())
+    local = spark_python_env(local_master=True, submitted=True)
+    assert local == {
+        "PYSPARK_PYTHON": str(SPARK_PYTHON_LAUNCHER),
+        "PYSPARK_DRIVER_PYTHON": str(SPARK_PYTHON_LAUNCHER),
+        "SPARK_PYTHON_INTERPRETER": sys.executable,
+        "SPARK_PYTHON_DROP_PATHS": zips,
+    }
+    cluster = spark_python_env(local_master=False, submitted=True)
+    assert cluster["PYSPARK_DRIVER_PYTHON"] == str(SPARK_PYTHON_LAUNCHER)
+    assert cluster["PYSPARK_PYTHON"] == sys.executable  # executors elsewhere: as they are
+    assert spark_python_env(local_master=False) == {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")  # a distribution's zips are its own
+    assert set(spark_python_env(local_master=True, submitted=True).values()) == {sys.executable}
 
 
 def test_pysparks_numpy_converters_are_asked_only_about_numpy_values() -> None:
