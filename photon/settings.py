@@ -336,10 +336,10 @@ class PipelineSettings(_Section):
     #: (a bad setting, a missing dependency) is given up on; 0: never.
     crash_loop_limit: Annotated[int, Field(ge=0, le=1000)] = 5
     crash_loop_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
-    #: ``photon run`` starting DCs on fewer cores than DCs: each DC's apps start once
-    #: the DC before has joined its first batch (or died, or stagger_max_wait_s went
-    #: by), so that each start-up has the cores to itself (docs/deploy.md,
-    #: "Start-up"). ``auto``: when this process may use fewer cores than it starts DCs.
+    #: ``photon run`` starting DCs one after another: each DC's apps start once the
+    #: DC before has joined its first batch (or died, or stagger_max_wait_s went by),
+    #: so that each start-up has the cores to itself (docs/deploy.md, "Start-up").
+    #: ``auto``: when this process may use at most one core for each DC it starts.
     staggered_start: Literal["auto", "on", "off"] = "auto"
     stagger_max_wait_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     #: Options of each app's driver JVM. The default trades peak JIT speed (the

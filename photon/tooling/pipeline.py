@@ -23,7 +23,7 @@ Each restart is logged
 app (:data:`RESTARTS_ENV`), which reports it as ``photon_app_restarts``. A
 clean exit (status 0: idle under ``--until-idle``, or stopped) is not restarted.
 
-On fewer cores than DCs (``pipeline.staggered_start``), the DCs start one after
+On at most one core a DC (``pipeline.staggered_start``), the DCs start one after
 another: each once the one before has logged its first joiner batch, has exited,
 or has had ``pipeline.stagger_max_wait_s``. Started together, their drivers' JVMs
 and Python workers share the cores, and every DC's first click comes late; one
@@ -145,14 +145,15 @@ def restart_delay_s(pipeline: PipelineSettings, young_deaths: int) -> float:
 
 def starts_staggered(pipeline: PipelineSettings, dcs: int) -> bool:
     """Whether ``photon run`` starts ``dcs`` DCs one after another (see the module
-    docstring): as set, or on ``auto`` when this process may use fewer cores."""
+    docstring): as set, or on ``auto`` when this process may use at most one core a DC
+    (one DC's start-up keeps more than one core busy: docs/deploy.md, "Start-up")."""
     if pipeline.staggered_start != "auto":
         return pipeline.staggered_start == "on"
     try:
         cores = len(os.sched_getaffinity(0))  # what taskset or a container's cpuset leaves
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    return cores < dcs
+    return cores <= dcs
 
 
 #: What a DC's app logs when its joiner has run its first batch: its start-up is over.

@@ -107,6 +107,9 @@ _BENCH_ENV = {
     "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
     # Query files that stopped growing let the reader's progress go after 10 s, not 30.
     "PHOTON_PIPELINE__QUERY_FILE_IDLE_S": "10",
+    # Both DCs start together, as the peer of `photon bench compare` starts its two and as
+    # every earlier figure was measured (`photon run` staggers them on two cores).
+    "PHOTON_PIPELINE__STAGGERED_START": "off",
 }
 
 
