@@ -80,9 +80,9 @@ lock:                               ## re-resolve pyproject.toml: constraints.tx
 	rm -rf .lock-venv
 	# One hashed lock per role (docs/deploy.md, "What each image installs"), all at
 	# constraints.txt's versions; the images' for their Python, Debian bookworm's 3.11.2
-	# (below 3.11.3 redis needs async-timeout, the one package only there). Extras stay on
-	# their lines (uvicorn[standard]): pip's hash-checking mode, the images' installer,
-	# takes a dependency's request for an extra as an unpinned requirement otherwise.
+	# (below 3.11.3 redis needs async-timeout, the one package only there). A package pinned
+	# with extras is pinned twice, with them and without (uvicorn[standard], uvicorn): pip's
+	# hash-checking mode, the images' installer, takes each form as a requirement of its own.
 	$(BIN)/uv pip compile pyproject.toml --extra pipeline -c constraints.txt --generate-hashes --no-strip-extras \
 	  --python-version 3.11.2 --custom-compile-command "make lock" --quiet -o locks/pipeline.txt
 	$(BIN)/uv pip compile pyproject.toml --extra airflow --extra verify -c constraints.txt --generate-hashes --no-strip-extras \
@@ -91,6 +91,7 @@ lock:                               ## re-resolve pyproject.toml: constraints.tx
 	  --python-version 3.11.2 --custom-compile-command "make lock" --quiet -o locks/stack.txt
 	$(BIN)/uv pip compile pyproject.toml --extra dev -c constraints.txt --generate-hashes --no-strip-extras \
 	  --python-version 3.11.7 --custom-compile-command "make lock" --quiet -o locks/dev.txt
+	$(BIN)/python infra/lock_with_extras.py locks/pipeline.txt locks/airflow.txt locks/stack.txt locks/dev.txt
 
 clean:                              ## remove the virtualenv and local state
 	-[ -x $(BIN)/photon ] && $(BIN)/photon down --purge
