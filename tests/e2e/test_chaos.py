@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -84,6 +85,9 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
     assert zk["detail"]["joined_while_down"] > 0
     assert zk["detail"]["mode_after"] in ("follower", "leader")
     assert {p.name for p in reports.iterdir()} >= {"report.json", "joined_per_dc.png",
-                                                    "catch_up.png"}  # fmt: skip
+                                                    "catch_up.png", "app-logs"}  # fmt: skip
+    # every app's log, kept for whoever explains a failed check
+    with gzip.open(reports / "app-logs" / "joiner-b.log.gz") as log:
+        assert b"stream.started" in log.read()
     assert all((reports / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
                for name in ("joined_per_dc.png", "catch_up.png"))  # fmt: skip

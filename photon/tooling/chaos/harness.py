@@ -47,14 +47,17 @@ itself, which no pipeline could be blamed for. MinIO (compose) keeps them.
 How it fails: a bad config raises ``ValueError`` before anything starts; a
 stack service that does not come back raises; the run always stops its apps
 and thaws the S3 endpoint; the registry root, bucket and cache keys are
-dropped at the end unless ``keep`` is set.
+dropped at the end unless ``keep`` is set; the apps' logs are kept, gzipped, in
+the report's directory (``app-logs/``).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import multiprocessing
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -162,11 +165,29 @@ def run_chaos(
         try:
             report = _run(run_settings, store, config, step, workdir / "app-logs")
         finally:
+            if config.report_dir is not None:  # a run that raised is diagnosed by them too
+                keep_app_logs(workdir / "app-logs", config.report_dir / "app-logs")
             if not config.keep:
                 clean_up(run_settings, store)
     if config.report_dir is not None:
         _write_report(report, config, run_settings.dcs)
     return report
+
+
+def keep_app_logs(log_dir: Path, into: Path) -> list[Path]:
+    """Every DC app's log of the run (each start appended), gzipped into ``into``.
+
+    The apps' state goes with the run (:func:`~photon.tooling.runs.clean_up`), and
+    with it what a failed check needs to be explained: why a joiner did not start
+    again, which batch a fault struck. A short run's logs are a few MiB."""
+    kept = []
+    for path in sorted(log_dir.glob("*.log")):
+        into.mkdir(parents=True, exist_ok=True)
+        target = into / f"{path.name}.gz"
+        with path.open("rb") as source, gzip.open(target, "wb", compresslevel=6) as sink:
+            shutil.copyfileobj(source, sink)
+        kept.append(target)
+    return kept
 
 
 def _run(
