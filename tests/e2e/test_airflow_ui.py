@@ -2,7 +2,7 @@
 triggers every operations DAG, with the defaults its form opens with.
 
 Debian's chromium, driven by Playwright (no browser is downloaded). The
-screenshots (each trigger form, each run) are kept in ``$PHOTON_TEST_ARTIFACTS``
+screenshots (each trigger form, each run) are kept in ``$TEST_ARTIFACTS_DIR``
 (default ``.artifacts/``).
 """
 
@@ -51,7 +51,7 @@ ADMIN_PASSWORD = "ui-test-admin"
 
 
 def artifacts() -> Path:
-    path = Path(os.environ.get("PHOTON_TEST_ARTIFACTS", REPO / ".artifacts")) / "airflow-ui"
+    path = Path(os.environ.get("TEST_ARTIFACTS_DIR", REPO / ".artifacts")) / "airflow-ui"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
