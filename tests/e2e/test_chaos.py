@@ -50,7 +50,12 @@ def test_a_short_chaos_run_ends_with_no_duplicate_and_nothing_missing(tmp_path: 
         "every_click_accounted_for_once",
         "unjoinable_is_the_never_joinable_set",
     ):
-        assert checks[check], (check, missed, report["stream_held_s"], report["faults"])
+        # as one string: pytest would cut a tuple's repr to a few hundred characters
+        assert checks[check], json.dumps(
+            {"check": check, "missed": missed, "held_s": report["stream_held_s"],
+             "app_starts": report["app_starts"], "app_logs": str(reports / "app-logs")},
+            default=str,
+        )  # fmt: skip
     assert report["duplicates_seen"] == 0 and report["samples"] > 10
     assert report["missing_after_recovery"] == 0
     # the crash between registry commit and output write lost exactly what recovery restored
