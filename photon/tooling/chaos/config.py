@@ -174,6 +174,10 @@ class ChaosReport:
     verification_after: dict[str, Any] = field(default_factory=dict)
     faults: list[FaultRecord] = field(default_factory=list)
     app_starts: dict[str, int] = field(default_factory=dict)
+    #: Each app's exit statuses, in order, as its service manager saw them die on their
+    #: own (-9: a kill; 1 again and again: a crash loop); the faults' planned crashes are
+    #: in their records.
+    app_exits: dict[str, list[int]] = field(default_factory=dict)
     charts: list[str] = field(default_factory=list)
     timeline: list[Sample] = field(default_factory=list)
     #: Where every click ended (:func:`photon.tooling.chaos.harness.accounting`).

@@ -261,6 +261,7 @@ def _run(
             dc: dict(sorted(seconds.items())) for dc, seconds in sampler.joins.items()
         }
         report.app_starts = dict(services.events.starts)
+        report.app_exits = services.events.exit_codes()
         _recovery_times(report, config, services, sampler.joins, stream_started_wall)
 
         manifest = load_manifest(settings.logs_root)

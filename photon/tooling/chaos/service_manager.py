@@ -69,6 +69,15 @@ class ServiceManagerEvents:
     kills: list[dict[str, object]] = field(default_factory=list)
     exits: list[dict[str, object]] = field(default_factory=list)
 
+    def exit_codes(self) -> dict[str, list[int]]:
+        """``"<app>[<dc>]"`` -> the statuses its runs died with on their own, in order."""
+        codes: dict[str, list[int]] = {}
+        for died in self.exits:
+            code = died["code"]
+            assert isinstance(code, int)
+            codes.setdefault(f"{died['app']}[{died['dc']}]", []).append(code)
+        return codes
+
 
 class ServiceManager:
     def __init__(

@@ -122,3 +122,21 @@ def test_a_crashed_run_leaves_nothing_that_writes_into_its_wiped_state(
     assert manager.await_crash("b", JOINER, timeout_s=20) == CRASH_EXIT_CODE
     time.sleep(0.3)
     assert not (state / "checkpoint").exists()
+
+
+def test_each_death_on_its_own_is_reported_with_its_status_in_order(
+    manager: ServiceManager,
+) -> None:
+    """A crash loop shows in the report as the statuses of one app's runs."""
+    manager.start()
+    wait_for(lambda: manager.streaming("a", JOINER))
+
+    def restarted(killed: int) -> Callable[[], bool]:
+        return lambda: manager.pids().get(f"{JOINER}[a]", killed) != killed
+
+    for _ in range(2):
+        pid = manager.kill("a", JOINER)
+        assert pid is not None  # restarted after the manager's delay: a new process
+        wait_for(restarted(pid))
+        wait_for(lambda: manager.streaming("a", JOINER))
+    assert manager.events.exit_codes() == {"joiner[a]": [-9, -9]}
