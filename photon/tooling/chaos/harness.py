@@ -179,7 +179,7 @@ def keep_app_logs(log_dir: Path, into: Path) -> list[Path]:
 
     The apps' state goes with the run (:func:`~photon.tooling.runs.clean_up`), and
     with it what a failed check needs to be explained: why a joiner did not start
-    again, which batch a fault struck. A short run's logs are a few MiB."""
+    again, which batch a fault struck. The short run's are ~50 KiB gzipped."""
     kept = []
     for path in sorted(log_dir.glob("*.log")):
         into.mkdir(parents=True, exist_ok=True)
