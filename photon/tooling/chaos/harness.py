@@ -180,14 +180,13 @@ def keep_app_logs(log_dir: Path, into: Path) -> list[Path]:
     The apps' state goes with the run (:func:`~photon.tooling.runs.clean_up`), and
     with it what a failed check needs to be explained: why a joiner did not start
     again, which batch a fault struck. The short run's are ~50 KiB gzipped."""
-    kept = []
-    for path in sorted(log_dir.glob("*.log")):
+    kept = {path: into / f"{path.name}.gz" for path in sorted(log_dir.glob("*.log"))}
+    if kept:
         into.mkdir(parents=True, exist_ok=True)
-        target = into / f"{path.name}.gz"
-        with path.open("rb") as source, gzip.open(target, "wb", compresslevel=6) as sink:
+    for path, target in kept.items():
+        with path.open("rb") as source, gzip.open(target, "wb") as sink:
             shutil.copyfileobj(source, sink)
-        kept.append(target)
-    return kept
+    return list(kept.values())
 
 
 def _run(
