@@ -199,8 +199,24 @@ def airflow_db() -> None:
 RunDag = Callable[..., Any]
 
 
+@pytest.fixture(scope="session")
+def one_execution_api() -> Iterator[None]:
+    """One in-process Execution API for every ``dag.test()`` task of the session.
+
+    Airflow builds a new one for each task it runs in-process: its versioned routes are
+    generated anew (about 2 CPU-seconds) and its event-loop thread is left running.
+    The API answers every task alike; only its DAG bag is set per run, by Airflow.
+    """
+    from airflow.sdk.execution_time import supervisor
+
+    api = supervisor.in_process_api_server()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(supervisor, "in_process_api_server", lambda: api)
+        yield
+
+
 @pytest.fixture
-def run_dag(airflow_db: None) -> RunDag:
+def run_dag(airflow_db: None, one_execution_api: None) -> RunDag:
     """``dag.test()`` of one of our DAGs (loaded through a DagBag, as Airflow loads it)."""
 
     def run(dag_id: str, **conf: Any) -> Any:
