@@ -209,7 +209,9 @@ def one_execution_api() -> Iterator[None]:
     """
     from airflow.sdk.execution_time import supervisor
 
-    api = supervisor.in_process_api_server()
+    # Airflow's factory is untyped; it is called once, through a typed name.
+    make_api: Callable[[], Any] = supervisor.in_process_api_server
+    api = make_api()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(supervisor, "in_process_api_server", lambda: api)
         yield
