@@ -28,7 +28,8 @@ with DAG(
 ### Resharding rollout
 
 Trigger with the **new shard count** and the **skew** in seconds (at least the
-configured maximum clock skew, `shards.max_clock_skew_s`). The run:
+configured maximum clock skew, `shards.max_clock_skew_s`; leave it empty for
+that bound). The run:
 
 1. validates the params (bad values fail here, before any change) and appends
    a sharding epoch starting at `now + skew` (compare-and-set: a concurrent

@@ -172,23 +172,29 @@ class ReshardParams(_Params):
     shards: int = Field(
         8, ge=1, le=4096, title="New shard count", description="Shards of the new epoch."
     )
-    skew_s: float = Field(
-        60.0,
+    skew_s: float | None = Field(
+        None,
         ge=1,
         le=86_400,
-        title="Skew (seconds)",
+        title="Skew in seconds (empty: the configured maximum clock skew)",
         description="The epoch starts this long after now; at least the configured "
-        "maximum clock skew (shards.max_clock_skew_s).",
+        "maximum clock skew (shards.max_clock_skew_s), which an empty field means.",
     )
     dry_run: bool = Field(
         False, title="Dry run", description="On: validate and report; change nothing."
     )
 
+    _unset_skew = field_validator("skew_s", mode="before")(_empty_as_none)
+
     def check_settings(self, settings: PhotonSettings) -> Self:
         return self.check(settings.shards.max_clock_skew_s)
 
+    def skew_for(self, max_clock_skew_s: float) -> float:
+        """The skew asked for, or the configured bound when none was."""
+        return max_clock_skew_s if self.skew_s is None else self.skew_s
+
     def check(self, max_clock_skew_s: float) -> Self:
-        if self.skew_s < max_clock_skew_s:
+        if self.skew_for(max_clock_skew_s) < max_clock_skew_s:
             raise InvalidParamsError(
                 f"skew_s: {self.skew_s} is below the configured maximum clock skew "
                 f"({max_clock_skew_s} s): ids already in flight could change shard"

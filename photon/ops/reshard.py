@@ -82,7 +82,7 @@ def plan(registry: IdRegistry, params: ReshardParams, max_clock_skew_s: float) -
     config = registry.sharding()
     return ReshardPlan(
         shards=params.shards,
-        skew_s=params.skew_s,
+        skew_s=params.skew_for(max_clock_skew_s),
         dry_run=params.dry_run,
         current_version=config.version,
         current_shards=config.epochs[-1].shards,

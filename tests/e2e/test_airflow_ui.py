@@ -231,7 +231,8 @@ def test_on_call_triggers_every_dag_from_the_ui_with_its_defaults(
         ui.page.screenshot(path=shots / f"trigger-form-{dag_id}.png", full_page=True)
         ui.trigger(dialog)
 
-    # The reshard waits past its epoch's start (the default skew, 60 s); the Spark jobs start JVMs.
+    # The reshard waits past its epoch's start (the default skew: the configured bound, 2 s
+    # here); the Spark jobs start JVMs.
     # Five runs, two of them Spark jobs, beside the other worker's Spark cluster: minutes.
     ended = ui.wait_for_runs(before, timeout_s=660)
     for dag_id in DAGS:
@@ -251,6 +252,7 @@ def test_on_call_triggers_every_dag_from_the_ui_with_its_defaults(
         "dry_run": True,
     }
     assert ended["photon_logmap_compaction"]["conf"] == {"dc": None, "sample": 200}
+    assert ended["photon_reshard"]["conf"] == {"shards": 8, "skew_s": None, "dry_run": False}
     assert ended["photon_verify"]["conf"]["window_end"] is None
     recover_log = ui.task_log("photon_recover", ended["photon_recover"]["dag_run_id"], "recover")
     assert '\\"dry_run\\": true' in recover_log or "'dry_run': True" in recover_log, recover_log

@@ -134,7 +134,7 @@ def test_the_reshard_form_validates_its_params_by_json_schema(
         result: dict[str, Any] = params.validate()
         return result
 
-    assert checked("photon_reshard") == {"shards": 8, "skew_s": 60.0, "dry_run": False}
+    assert checked("photon_reshard") == {"shards": 8, "skew_s": None, "dry_run": False}
     for bad in ({"shards": 0}, {"shards": 5000}, {"skew_s": 0}, {"dry_run": "yes"}):
         with pytest.raises(ParamValidationError):
             checked("photon_reshard", **bad)

@@ -28,6 +28,15 @@ def test_reshard_params_are_checked_against_the_configured_clock_skew() -> None:
         ReshardParams.parse({"shards": 4, "skew_s": 30}).check(60)
 
 
+def test_an_empty_skew_is_the_configured_clock_skew_bound() -> None:
+    for unset in ({}, {"skew_s": None}, {"skew_s": ""}, {"skew_s": "  "}):
+        params = ReshardParams.parse({"shards": 4, **unset}).check(45)
+        assert params.skew_s is None and params.skew_for(45) == 45
+    assert ReshardParams.parse({"shards": 4, "skew_s": 90}).skew_for(45) == 90
+    form = ReshardParams.form()["skew_s"]
+    assert form["default"] is None and form["type"] == ["null", "number"]
+
+
 @pytest.mark.parametrize(
     "values",
     [{"shards": 0}, {"shards": -1}, {"shards": 4097}, {"skew_s": 0}, {"extra": 1}, {"shards": "x"}],
