@@ -95,6 +95,7 @@ MAX_TOKEN_BYTES = 255
 MAX_REQUEST_BYTES = 512 * 1024
 _OP_OVERHEAD_BYTES = 64  # per create: header, ACL, flags
 _LIST_BUCKET_FROM = 8  # look up by listing a bucket when this many ids share it
+_LISTINGS_IN_FLIGHT = 2_000  # buckets listed at once by GC and drop (async calls)
 
 _MEMBER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 #: What an attempt's fence node holds: it may commit, or recovery fenced it.
@@ -523,11 +524,13 @@ class IdRegistry:
             if hour * HOUR_US >= boundary:
                 continue
             hour_path = layout.hour(shard, hour)
-            for bucket_name in self._children(hour_path):
-                if layout.bucket_end_us(int(bucket_name)) > boundary:
-                    continue
-                deleted_ids += self._delete_bucket(f"{hour_path}/{bucket_name}")
-                deleted_buckets += 1
+            expired = [
+                f"{hour_path}/{bucket_name}"
+                for bucket_name in self._children(hour_path)
+                if layout.bucket_end_us(int(bucket_name)) <= boundary
+            ]
+            deleted_ids += self._delete_buckets(expired)
+            deleted_buckets += len(expired)
             if (hour + 1) * HOUR_US <= boundary:
                 # NotEmpty: a racing register re-created a bucket; the next GC takes it.
                 with contextlib.suppress(NoNodeError, NotEmptyError):
@@ -546,12 +549,60 @@ class IdRegistry:
         deleted = 0
         for shard in self._children(ids_root):
             for hour in self._children(f"{ids_root}/{shard}"):
-                for bucket in self._children(f"{ids_root}/{shard}/{hour}"):
-                    deleted += self._delete_bucket(f"{ids_root}/{shard}/{hour}/{bucket}")
+                hour_path = f"{ids_root}/{shard}/{hour}"
+                buckets = [f"{hour_path}/{bucket}" for bucket in self._children(hour_path)]
+                deleted += self._delete_buckets(buckets)
         with contextlib.suppress(NoNodeError):
             self._call(self._zk.delete, self.root, recursive=True)
         log.info("registry.drop", root=self.root, ids=deleted)
         return deleted
+
+    def _delete_buckets(self, buckets: list[str]) -> int:
+        """Delete buckets with their ids, many buckets to a transaction; returns how
+        many ids went.
+
+        Their ids are listed together (async calls: one round trip, not one a bucket),
+        then deleted in transactions of up to ``max_ops_per_txn`` operations, each
+        bucket's ids before the bucket itself: GC's buckets hold a few ids each, and a
+        round trip per bucket made a million-id GC or drop take minutes. A transaction
+        that fails changed nothing (a racing register or recovery's delete): its
+        buckets go one at a time (:meth:`_delete_bucket`), which lists them again.
+        """
+        deleted = 0
+        group: list[tuple[str, list[str]]] = []
+        ops = 0
+
+        def commit() -> int:
+            paths = [p for bucket, ids in group for p in (*ids, bucket)]
+            results = self._call(self._delete_all, paths)
+            if all(r is True for r in results):
+                self._known_buckets.difference_update(bucket for bucket, _ in group)
+                return sum(len(ids) for _, ids in group)
+            return sum(self._delete_bucket(bucket) for bucket, _ in group)
+
+        for start in range(0, len(buckets), _LISTINGS_IN_FLIGHT):
+            listed = self._reconnecting(
+                self._list_buckets, buckets[start : start + _LISTINGS_IN_FLIGHT]
+            )
+            for bucket, names in listed.items():
+                ids = [f"{bucket}/{name}" for name in names]
+                if len(ids) + 1 > self.max_ops_per_txn:
+                    deleted += self._delete_bucket(bucket)
+                    continue
+                if ops + len(ids) + 1 > self.max_ops_per_txn:
+                    deleted += commit()
+                    group, ops = [], 0
+                group.append((bucket, ids))
+                ops += len(ids) + 1
+        if group:
+            deleted += commit()
+        return deleted
+
+    def _list_buckets(self, buckets: list[str]) -> dict[str, list[str]]:
+        """Each bucket's ids, listed together; a bucket gone already is left out."""
+        pending = [(bucket, self._zk.get_children_async(bucket)) for bucket in buckets]
+        listed = {bucket: self._get(names, None) for bucket, names in pending}
+        return {bucket: names for bucket, names in listed.items() if names is not None}
 
     def _delete_bucket(self, bucket: str) -> int:
         deleted = 0

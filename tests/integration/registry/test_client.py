@@ -152,6 +152,37 @@ def test_gc_boundary_moves_only_forward_and_gc_removes_what_lies_below(
     assert {registry.read_token(i) for i in new} == {"t"}
 
 
+def test_gc_deletes_many_buckets_a_transaction_and_one_at_a_time_when_one_fails(
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Transactions of 16 operations: buckets of one id or two go several to one, and
+    # a bucket of more ids than that goes alone, in chunks.
+    gc, recovery = connect(max_ops_per_txn=16), connect()
+    old = make_ids(300, start_us=NOW_US - 7_200_000_000, spread_s=600, seed=41)
+    crowded = [f"10.9.9.{n}:1:{NOW_US - 7_000_000_000 + n}" for n in range(1, 101)]
+    gc.register((i, "t") for i in old + crowded)
+    listed = gc._list_buckets
+    taken: list[str] = []
+
+    def list_then_race(buckets: list[str]) -> dict[str, list[str]]:
+        # Recovery deletes a listed id before GC's transaction: it fails, changing nothing.
+        found = listed(buckets)
+        if not taken:
+            victim = next(i for i in old if any(b in gc._node(i) for b in found))
+            assert recovery.delete_if_token(victim, "t")
+            taken.append(victim)
+        return found
+
+    monkeypatch.setattr(gc, "_list_buckets", list_then_race)
+    deleted = 0
+    for shard in range(gc.sharding().max_shards):
+        gc.advance_gc_boundary(shard, NOW_US - 3_600_000_000)
+        deleted += gc.gc(shard).deleted_ids
+    assert taken and deleted == len(old) + len(crowded) - 1
+    assert sum(s.ids for s in gc.shard_stats()) == 0
+    assert set(gc.lookup(old + crowded).values()) == {LookupResult.TOO_OLD}
+
+
 def test_epochs_append_by_compare_and_set_and_clients_pick_them_up(connect: Connect) -> None:
     first, second = connect(), connect()
     before = first.sharding()
