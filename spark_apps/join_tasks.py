@@ -36,6 +36,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NoReturn, TypeVar, cast
@@ -211,11 +212,15 @@ class _JobOrder:
     could reach Spark first, and its tasks, waiting for a plan that needs the job
     ahead done, would hold the cores that job waits for (until their plan wait
     ends). So each job is handed to Spark only once Spark has the one before it:
-    a job group a job, and Spark's status tracker says when it has a job's."""
+    a job group a job, and Spark's status tracker says when it has a job's. The
+    groups are this order's own: another order on the same context (the joiner's
+    jobs built again, a test's) would otherwise find its job ahead "handed" as soon
+    as an earlier order's job of that name had been."""
 
     def __init__(self, spark: SparkSession, dc: str) -> None:
         self._context = spark.sparkContext
         self._dc = dc
+        self._prefix = f"photon-join-{dc}-{uuid.uuid4().hex[:8]}"
         self._lock = threading.Lock()
         self._count = 0
         self._last: str | None = None
@@ -226,7 +231,7 @@ class _JobOrder:
         and the group it comes after (None: the first)."""
         with self._lock:
             self._count += 1
-            group = f"photon-join-{self._dc}-{self._count}"
+            group = f"{self._prefix}-{self._count}"
             after, self._last = self._last, group
         return group, after
 

@@ -298,12 +298,17 @@ def test_group_jobs_reach_spark_in_the_order_the_driver_handed_them_over(
     """A later batch's job, run from its thread first, still reaches Spark after the
     job ahead of it: Spark gives cores to the earlier job (FIFO), whose batch the
     later one's tasks wait on."""
-    order = _JobOrder(spark, "order-test")
     context = spark.sparkContext
-    first, second = order.ticket(), order.ticket()
 
     def job() -> list[int]:
         return context.parallelize([1, 2], 2).map(lambda x: x + 1).collect()
+
+    # An earlier order on the same context (the joiner's jobs built before) ran its
+    # first job: the new order's first job is not taken for that one.
+    earlier = _JobOrder(spark, "order-test")
+    assert earlier.run(earlier.ticket(), job) == [2, 3]
+    order = _JobOrder(spark, "order-test")
+    first, second = order.ticket(), order.ticket()
 
     def late_first() -> list[int]:
         time.sleep(0.5)  # the first batch's thread is slow to hand its job over
