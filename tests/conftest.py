@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from photon.settings import PhotonSettings, load_settings
 from photon.tooling.runs import environment
@@ -30,6 +31,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 _AIRFLOW_HOME = pytest.StashKey[Path]()
+
+# Property tests assert behaviour, not speed: Hypothesis' 200 ms deadline failed an
+# example whose first call loaded pandas on a loaded two-core machine (2 s).
+hypothesis_settings.register_profile("photon", deadline=None)
+hypothesis_settings.load_profile("photon")
 
 
 def pytest_configure(config: pytest.Config) -> None:
