@@ -22,7 +22,13 @@ import typer
 from pyspark.sql import SparkSession
 
 from photon.ops.params import InvalidParamsError, Window, resolve_window
-from photon.ops.verify import VerifyReport, click_files, clicks_in_file, verify
+from photon.ops.verify import (
+    VerifyReport,
+    click_files,
+    clicks_in_file,
+    load_expectations_meanwhile,
+    verify,
+)
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
@@ -67,12 +73,14 @@ def run_verification(
 ) -> VerifyReport:
     """The job: the window's clicks read by Spark, then :func:`photon.ops.verify.verify`
     (the report written to the object store)."""
+    expectations = load_expectations_meanwhile()  # seconds of imports, beside the JVM's
     spark = batch_session("photon-verify", settings)
     try:
         files = [str(path) for path in click_files(settings)]
         clicks = window_clicks(spark, files, window.start_us, window.end_us) if files else {}
     finally:
         spark.stop()
+    expectations.join()
     store = ObjectStore.from_settings(settings)
     registry = connect_registry(settings)
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +206,16 @@ def test_a_sample_is_spread_over_the_entries_and_never_larger_than_asked() -> No
     assert len(sample_entries(entries, 10)) == 10
     assert sample_entries(entries, 10)[1].ts_us - sample_entries(entries, 10)[0].ts_us == 10
     assert sample_entries(entries, 0) == [] and len(sample_entries(entries[:3], 10)) == 3
+
+
+def test_great_expectations_loads_in_a_thread_of_its_own_while_the_caller_goes_on() -> None:
+    # In a fresh interpreter: this one may have loaded it already.
+    code = (
+        "import sys, threading; from photon.ops.verify import load_expectations_meanwhile; "
+        "t = load_expectations_meanwhile(); print(t is not threading.current_thread(), "
+        "t.daemon); t.join(); print('great_expectations.checkpoint' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.split() == ["True", "True", "True"]
