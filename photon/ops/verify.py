@@ -31,6 +31,7 @@ the caller fails the run after the report is written.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib
 import json
@@ -347,29 +348,17 @@ DATA_DOCS_SITE = "photon"
 _DOCS_LEFT_OUT = ("static/fonts/", "static/images/")
 
 
-#: What :func:`run_expectations` imports: Great Expectations takes seconds to load.
-_EXPECTATION_MODULES = (
-    "great_expectations",
-    "great_expectations.checkpoint",
-    "great_expectations.core.run_identifier",
-    "great_expectations.data_context.types.base",
-    "great_expectations.expectations.row_conditions",
-)
-
-
 def load_expectations_meanwhile() -> threading.Thread:
     """Import Great Expectations in a thread of its own, while the caller does other
     work (the verification job: while its Spark driver starts and reads the inputs,
-    which wait on the JVM); join the thread before :func:`run_expectations`. Nothing
-    is lost if the import fails here: that one raises it again, with its message."""
+    which wait on the JVM); join the thread before :func:`run_expectations`. The
+    package's import loads every module that one uses. Nothing is lost if the import
+    fails here: that one raises it again, with its message."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
     def load() -> None:
-        for module in _EXPECTATION_MODULES:
-            try:
-                importlib.import_module(module)
-            except Exception:  # run_expectations imports it again, and says why
-                return
+        with contextlib.suppress(Exception):  # run_expectations imports it again, and says why
+            importlib.import_module("great_expectations")
 
     thread = threading.Thread(target=load, name="load-great-expectations", daemon=True)
     thread.start()
