@@ -572,7 +572,7 @@ class IdRegistry:
         group: list[tuple[str, list[str]]] = []
         ops = 0
 
-        def commit() -> int:
+        def commit(group: list[tuple[str, list[str]]]) -> int:
             paths = [p for bucket, ids in group for p in (*ids, bucket)]
             results = self._call(self._delete_all, paths)
             if all(r is True for r in results):
@@ -590,12 +590,12 @@ class IdRegistry:
                     deleted += self._delete_bucket(bucket)
                     continue
                 if ops + len(ids) + 1 > self.max_ops_per_txn:
-                    deleted += commit()
+                    deleted += commit(group)
                     group, ops = [], 0
                 group.append((bucket, ids))
                 ops += len(ids) + 1
         if group:
-            deleted += commit()
+            deleted += commit(group)
         return deleted
 
     def _list_buckets(self, buckets: list[str]) -> dict[str, list[str]]:
