@@ -50,6 +50,28 @@ CHROMIUM_ARGS = [
 ADMIN_PASSWORD = "ui-test-admin"
 
 
+#: Chromium aborts a navigation when the host's interfaces change (a Docker daemon
+#: starting, a build container's network coming and going: `make test` builds the compose
+#: images beside this module). A person would load the page again; so does ``goto``.
+NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
+NAVIGATION_TRIES = 5
+
+
+def goto(page: Any, url: str, **options: Any) -> Any:
+    """``page.goto(url)``, again after a navigation aborted by a change of the host's
+    network (up to ``NAVIGATION_TRIES`` tries); any other error is raised at once."""
+    from playwright.sync_api import Error
+
+    for attempt in range(1, NAVIGATION_TRIES + 1):
+        try:
+            return page.goto(url, **options)
+        except Error as error:
+            if NETWORK_CHANGED not in error.message or attempt == NAVIGATION_TRIES:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
 def artifacts() -> Path:
     path = Path(os.environ.get("TEST_ARTIFACTS_DIR", REPO / ".artifacts")) / "airflow-ui"
     path.mkdir(parents=True, exist_ok=True)
@@ -120,7 +142,7 @@ class AirflowUi:
     def open_trigger_form(self, dag_id: str) -> Any:
         from playwright.sync_api import expect
 
-        self.page.goto(self.base + f"/dags/{dag_id}", wait_until="networkidle")
+        goto(self.page, self.base + f"/dags/{dag_id}", wait_until="networkidle")
         expect(self.page.get_by_text("photon-oncall")).to_be_visible()
         self.page.get_by_role("button", name="Trigger").first.click()
         dialog = self.page.get_by_role("dialog")
@@ -140,7 +162,7 @@ class AirflowUi:
         """Leave Airflow's pages for a blank one: an open page polls the API and redraws
         (its renderer took ~100 CPU-seconds of a suite run on 2 cores, most of it while
         the tests waited on runs or pipelines); the login stays with the browser."""
-        self.page.goto("about:blank")
+        goto(self.page, "about:blank")
 
     def trigger_api(self, dag_id: str, conf: dict[str, Any]) -> None:
         """A run triggered through the REST API, as a script would."""
@@ -158,7 +180,7 @@ class AirflowUi:
         network is idle."""
         from playwright.sync_api import expect
 
-        self.page.goto(self.base + f"/dags/{dag_id}/runs/{run_id}", wait_until="networkidle")
+        goto(self.page, self.base + f"/dags/{dag_id}/runs/{run_id}", wait_until="networkidle")
         expect(self.page.get_by_text("Task Instances").first).to_be_visible()
         expect(self.page.get_by_text(run_id).first).to_be_visible()
         self.page.wait_for_timeout(1000)
@@ -206,7 +228,7 @@ def ui(airflow_env: dict[str, str]) -> Iterator[AirflowUi]:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         try:
-            page.goto(base + "/", wait_until="networkidle")
+            goto(page, base + "/", wait_until="networkidle")
             page.fill("input[name=username]", "admin")
             page.fill("input[name=password]", ADMIN_PASSWORD)
             page.locator("button[type=submit]").click()
@@ -383,7 +405,7 @@ class Walkthrough:
 
     def open(self, url: str, shot: str) -> str:
         """A link opened in the browser, as a page (not a download): its text."""
-        response = self.ui.page.goto(url, wait_until="domcontentloaded")
+        response = goto(self.ui.page, url, wait_until="domcontentloaded")
         assert response is not None and response.ok, url
         assert response.headers["content-type"].startswith("text/html"), response.headers
         self.ui.page.screenshot(path=self.shots / f"{shot}.png", full_page=True)
