@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.installed
 ARCHIVE := $(VENV)/.class-archive
 # uv installs the lock's ~300 packages in a fraction of pip's time (CI installs afresh).
 UV     := uv==0.13.8
+# pytest-xdist workers of `make test` (three on two cores: see the test target).
+PYTEST_WORKERS ?= 3
 
 .PHONY: demo compose-demo test lint unit integration e2e install system-deps lock clean
 
@@ -22,15 +24,17 @@ compose-demo: install               ## the demo on the compose stack (docker-com
 test: system-deps $(STAMP)          ## the whole suite: lint, unit, integration, e2e
 	# Lint beside the class archive: two half-minute single-process steps, two cores.
 	@$(MAKE) --no-print-directory -j2 lint $(ARCHIVE)
-	# Two workers; tests/conftest.py schedules (it overrides --dist): the long end-to-end
-	# units first, the Spark-pipeline tests one after another in one unit, the rest behind.
+	# Three workers on two cores: the suite waits as well as works (Spark start-ups, DAG
+	# runs, the chaos run's holds, alert rules' holds), and a third worker keeps the cores
+	# busy meanwhile (docs/deploy.md, "What was run here"). tests/conftest.py schedules (it
+	# overrides --dist): the long end-to-end units first, one a worker, the rest behind.
 	# The compose stack's images build meanwhile (about one core, half of it waiting on
 	# downloads): a cold build would otherwise add minutes after the rest. Its stack's
 	# twenty containers want the whole machine: its tests run alone, after the rest.
 	@mkdir -p .artifacts; \
 	$(BIN)/photon compose build > .artifacts/compose-build.log 2>&1 & build=$$!; \
 	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -n 2 -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
 	wait $$build || { tail -25 .artifacts/compose-build.log; echo "photon compose build failed: the compose tests build again"; }; \
 	$(BIN)/python -m pytest -m compose
 

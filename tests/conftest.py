@@ -66,10 +66,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
-#: `make test` runs the suite in two pytest-xdist workers (``-n 2``). The end-to-end tests
-#: that run whole Spark pipelines take about half of the suite's time and both cores
-#: each: they form one group, run one after another in one worker, while the other
-#: worker takes everything else. A module whose fixtures are module-scoped (a server
+#: `make test` runs the suite in three pytest-xdist workers on two cores (``-n 3``: each
+#: long test waits part of its time, on Spark start-ups, DAG runs or holds, and a third
+#: worker fills those waits). The end-to-end tests that run whole Spark pipelines form
+#: one group, run one after another in one worker, while the others take the Airflow UI,
+#: the chaos run and everything else. A module whose fixtures are module-scoped (a server
 #: started once for the module) is a group of its own, so that its server starts once.
 #: Keys are node-id prefixes; a test in no group is a unit of its own.
 XDIST_GROUPS = {
@@ -101,10 +102,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 #: Scheduled first, in this order (xdist hands each worker the next unit as it runs
-#: low): the longest units start at once, one worker takes the Spark-pipeline group
-#: while the other takes the UI, then the chaos run; the many short tests fill in
-#: behind and even the two workers out. A long unit left for last kept one worker
-#: busy for minutes while the other idled.
+#: low): the longest units start at once, one a worker: the Spark-pipeline group, the
+#: UI, the chaos run; the many short tests fill in behind and even the workers out. A
+#: long unit left for last kept one worker busy for minutes while the others idled.
 SCHEDULE_FIRST = (
     "tests/e2e/test_cluster.py",
     "tests/e2e/test_photon_command.py::test_demo",
@@ -124,7 +124,7 @@ def _schedule_rank(item: pytest.Item) -> int:
 
 
 #: An end-to-end test runs whole Spark pipelines, Airflow or a browser; on a loaded
-#: 2-core machine (the other xdist worker busy) one can take several minutes.
+#: 2-core machine (the other xdist workers busy) one can take several minutes.
 E2E_TIMEOUT_S = 900
 
 
