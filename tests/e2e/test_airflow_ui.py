@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from photon.join.output import decode
 from photon.registry_access import connect_registry
@@ -60,16 +61,13 @@ NAVIGATION_TRIES = 5
 def goto(page: Any, url: str, **options: Any) -> Any:
     """``page.goto(url)``, again after a navigation aborted by a change of the host's
     network (up to ``NAVIGATION_TRIES`` tries); any other error is raised at once."""
-    from playwright.sync_api import Error
-
-    for attempt in range(1, NAVIGATION_TRIES + 1):
-        try:
-            return page.goto(url, **options)
-        except Error as error:
-            if NETWORK_CHANGED not in error.message or attempt == NAVIGATION_TRIES:
-                raise
-            time.sleep(1.0)
-    raise AssertionError("unreachable")
+    retrying = Retrying(
+        retry=retry_if_exception(lambda error: NETWORK_CHANGED in str(error)),
+        stop=stop_after_attempt(NAVIGATION_TRIES),
+        wait=wait_fixed(1.0),
+        reraise=True,
+    )
+    return retrying(page.goto, url, **options)
 
 
 def artifacts() -> Path:
@@ -162,7 +160,7 @@ class AirflowUi:
         """Leave Airflow's pages for a blank one: an open page polls the API and redraws
         (its renderer took ~100 CPU-seconds of a suite run on 2 cores, most of it while
         the tests waited on runs or pipelines); the login stays with the browser."""
-        goto(self.page, "about:blank")
+        self.page.goto("about:blank")
 
     def trigger_api(self, dag_id: str, conf: dict[str, Any]) -> None:
         """A run triggered through the REST API, as a script would."""
