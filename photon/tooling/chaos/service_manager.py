@@ -28,6 +28,7 @@ after ``stop_timeout_s``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -49,6 +50,10 @@ from photon.tooling.pipeline import app_argv
 from photon.tooling.process_group import reap_group, start_app
 
 log = structlog.get_logger(__name__)
+
+#: How long a kill waits to see its SIGKILL end the app (a process in uninterruptible
+#: I/O may take longer: the watcher then sees it die).
+_KILLED_EXIT_WAIT_S = 10.0
 
 
 @dataclass
@@ -146,6 +151,10 @@ class ServiceManager:
             entry.process.kill()
             self.events.kills.append({"dc": dc, "app": app, "pid": pid, "at": time.time()})
             log.warning("chaos.kill", dc=dc, app=app, pid=pid)
+            # Seen dead here, not on the watcher's next look: a fault that strikes at once
+            # after (a DC outage) would take the app out of the watcher's sight first.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._saw_exit(entry, entry.process.wait(timeout=_KILLED_EXIT_WAIT_S))
             return pid
 
     def take_down(self, dc: str) -> None:
@@ -154,7 +163,9 @@ class ServiceManager:
             self._down.add(dc)
             for app in APP_NAMES:
                 entry = self._apps[(dc, app)]
-                if entry.process is not None and entry.process.poll() is None:
+                if entry.process is not None and (code := entry.process.poll()) is not None:
+                    self._saw_exit(entry, code)  # it died before the outage, on its own
+                elif entry.process is not None:
                     entry.process.kill()
                     entry.process.wait()
                 if entry.process is not None:
@@ -358,6 +369,14 @@ class ServiceManager:
         self.events.starts[f"{app}[{dc}]"] += 1
         log.info("chaos.start", dc=dc, app=app, pid=entry.process.pid)
 
+    def _saw_exit(self, entry: _App, code: int) -> None:
+        """Report a run's death once (the watcher, a kill and an outage may each see it)."""
+        if entry.exited_at is None and entry.process is not None:
+            entry.exited_at = time.monotonic()
+            self.events.exits.append(
+                {"dc": entry.dc, "app": entry.app, "pid": entry.process.pid, "code": code}
+            )
+
     def _watch(self) -> None:
         while not self._stopping.wait(0.2):
             with self._lock:
@@ -367,11 +386,8 @@ class ServiceManager:
                     code = entry.process.poll()
                     if code is None:
                         continue
-                    if entry.exited_at is None:
-                        entry.exited_at = time.monotonic()
-                        self.events.exits.append(
-                            {"dc": dc, "app": app, "pid": entry.process.pid, "code": code}
-                        )
+                    self._saw_exit(entry, code)
+                    assert entry.exited_at is not None
                     if time.monotonic() - entry.exited_at >= self.restart_delay_s:
                         reap_group(entry.process)  # nothing of the dead run writes on
                         self._start(dc, app)

@@ -140,3 +140,19 @@ def test_each_death_on_its_own_is_reported_with_its_status_in_order(
         wait_for(restarted(pid))
         wait_for(lambda: manager.streaming("a", JOINER))
     assert manager.events.exit_codes() == {"joiner[a]": [-9, -9]}
+
+
+def test_a_kill_followed_at_once_by_an_outage_is_reported_as_the_kill(
+    manager: ServiceManager,
+) -> None:
+    """A kill and a DC outage may strike in one moment (late faults on a slow machine):
+    the killed run's SIGKILL is in the report though the outage holds its DC at once."""
+    manager.start()
+    wait_for(lambda: manager.streaming("b", JOINER) and manager.streaming("b", QUERY_READER))
+    assert manager.kill("b", JOINER) is not None
+    manager.take_down("b")  # before the watcher's next look
+    time.sleep(0.5)
+    assert manager.events.exit_codes() == {"joiner[b]": [-9]}  # the outage's kills are not
+    manager.bring_up("b")
+    wait_for(lambda: manager.streaming("b", JOINER))
+    assert manager.events.starts["joiner[b]"] == 2
