@@ -163,13 +163,15 @@ class ServiceManager:
             self._down.add(dc)
             for app in APP_NAMES:
                 entry = self._apps[(dc, app)]
-                if entry.process is not None and (code := entry.process.poll()) is not None:
+                process = entry.process
+                if process is None:
+                    continue
+                if (code := process.poll()) is not None:
                     self._saw_exit(entry, code)  # it died before the outage, on its own
-                elif entry.process is not None:
-                    entry.process.kill()
-                    entry.process.wait()
-                if entry.process is not None:
-                    reap_group(entry.process)
+                else:
+                    process.kill()
+                    process.wait()
+                reap_group(process)
         log.warning("chaos.dc_down", dc=dc)
 
     def bring_up(self, dc: str) -> None:
@@ -369,13 +371,14 @@ class ServiceManager:
         self.events.starts[f"{app}[{dc}]"] += 1
         log.info("chaos.start", dc=dc, app=app, pid=entry.process.pid)
 
-    def _saw_exit(self, entry: _App, code: int) -> None:
-        """Report a run's death once (the watcher, a kill and an outage may each see it)."""
-        if entry.exited_at is None and entry.process is not None:
+    def _saw_exit(self, entry: _App, code: int) -> float:
+        """Report a run's death once (the watcher, a kill and an outage may each see it);
+        returns when it was first seen."""
+        if entry.exited_at is None:
             entry.exited_at = time.monotonic()
-            self.events.exits.append(
-                {"dc": entry.dc, "app": entry.app, "pid": entry.process.pid, "code": code}
-            )
+            pid = entry.process.pid if entry.process is not None else None
+            self.events.exits.append({"dc": entry.dc, "app": entry.app, "pid": pid, "code": code})
+        return entry.exited_at
 
     def _watch(self) -> None:
         while not self._stopping.wait(0.2):
@@ -386,8 +389,6 @@ class ServiceManager:
                     code = entry.process.poll()
                     if code is None:
                         continue
-                    self._saw_exit(entry, code)
-                    assert entry.exited_at is not None
-                    if time.monotonic() - entry.exited_at >= self.restart_delay_s:
+                    if time.monotonic() - self._saw_exit(entry, code) >= self.restart_delay_s:
                         reap_group(entry.process)  # nothing of the dead run writes on
                         self._start(dc, app)
