@@ -275,6 +275,14 @@ class PipelineSettings(_Section):
     #: behind), the joiner waits up to this long for them before deferring the
     #: clicks to the retry store (0: never waits).
     reader_wait_s: Annotated[float, Field(ge=0, le=60)] = 2.0
+    #: While the DC's query reader has more than this many bytes of query logs past its
+    #: last committed batch (a backlog: both apps just started, a DC back from an
+    #: outage), the joiner reads no click newer than the queries the reader has read,
+    #: instead of deferring most of them to the retry store (docs/join.md, "Pacing the
+    #: joiner to its query reader"). 0: always paced while the reader is behind at all;
+    #: off with ``pace_to_reader``.
+    reader_pacing_bytes: Annotated[int, Field(ge=0, le=1 << 40)] = 4 << 20
+    pace_to_reader: bool = True
     #: A click another DC prefers waits this long before this DC joins it (0: off).
     affinity_grace_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
     #: Join on arrival: clicks waiting for their query, first seen this recently, are

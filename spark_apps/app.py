@@ -28,8 +28,9 @@ from pyspark.sql import SparkSession
 from photon import metrics
 from photon.apps import JOINER
 from photon.events.records import Stream
-from photon.join.backlog import backlog, committed_offsets, joiner_offsets
+from photon.join.backlog import backlog, joiner_offsets
 from photon.join.runtime import AppParts
+from photon.logs.offset_log import committed_offsets
 from photon.settings import PhotonSettings
 from spark_apps import streaming
 from spark_apps.contracts import RESTARTS_ENV, write_summary
@@ -84,6 +85,8 @@ class AppStream:
     prepare: Callable[[SparkSession], Any] | None = None
     drain: Callable[[], Any] | None = None
     stops_with: str | None = None
+    #: More options of its log source (the joiner's pacing to its query reader).
+    source_options: Mapping[str, str] = field(default_factory=dict)
     stop: streaming.Stop = field(default_factory=streaming.Stop)
 
 
@@ -179,7 +182,9 @@ def _stream_thread(
     try:
         results[stream.app] = streaming.run(
             spark,
-            streaming.StreamOptions.from_settings(settings, stream.parts, stream.until_idle_s),
+            streaming.StreamOptions.from_settings(
+                settings, stream.parts, stream.until_idle_s, stream.source_options
+            ),
             stream.handle,
             stream.stop,
             idle=stream.idle,

@@ -9,21 +9,24 @@ end offsets fall just after a ``\\n`` (the planning is
 never read; new files are picked up as they appear, in
 name order; rolled-over files are finished before later ones.
 
-Admission control: ``maxBytesPerTrigger`` and ``maxFilesPerTrigger`` (Spark
-4.2 read limits). A batch's file ranges are grouped into few partitions
-(usually one: each task costs a Python worker round trip). Rows, one Arrow
-record batch a file range: ``file``, ``offset``, ``raw`` (the line's bytes,
-no ``\\n``), ``lost_bytes`` and ``report`` — 0 and ``""`` for a line; a row
-reporting lost bytes has ``raw`` empty, ``offset`` where the loss starts,
+Admission control: ``maxBytesPerTrigger`` and ``maxFilesPerTrigger`` (Spark 4.2
+read limits). A joiner's source is also paced to its DC's query reader
+(:mod:`photon.join.pacing`): options ``readerStateDir`` and
+``readerQueriesDir`` (both, or neither), ``readerBehindBytes``,
+``readerLeadUs`` and ``maxAheadUs``. A batch's file ranges are grouped into few
+partitions (usually one: each task costs a Python worker round trip). Rows, one
+Arrow record batch a file range: ``file``, ``offset``, ``raw`` (the line's
+bytes, no ``\\n``), ``lost_bytes`` and ``report`` — 0 and ``""`` for a line; a
+row reporting lost bytes has ``raw`` empty, ``offset`` where the loss starts,
 ``lost_bytes`` and ``report`` its quarantine reason: ``file_truncated`` for a
 file that shrank below its saved offset (``offset`` its new size) or below a
-planned end, ``file_deleted`` for a file deleted before its planned bytes
-were read, ``torn_line`` for the last line of a file whose writer moved on to
-a later file, with no ``\\n`` (``raw`` holds its bytes), ``file_replaced`` for a
+planned end, ``file_deleted`` for a file deleted before its planned bytes were
+read, ``torn_line`` for the last line of a file whose writer moved on to a
+later file, with no ``\\n`` (``raw`` holds its bytes), ``file_replaced`` for a
 file whose head changed (read again from 0; ``offset`` where the old one was
-read to) and ``file_rotated`` for a known file under a new name (``raw`` its old
-name; read on from ``offset``); ``file_deleted`` with 0 bytes for a file that
-went after ``offset`` bytes of it were read. The apps quarantine these
+read to) and ``file_rotated`` for a known file under a new name (``raw`` its
+old name; read on from ``offset``); ``file_deleted`` with 0 bytes for a file
+that went after ``offset`` bytes of it were read. The apps quarantine these
 (``spark_apps.streaming.to_lines``).
 
 Photon's apps take a batch's rows without a Spark job: :func:`batch_offsets`
@@ -56,6 +59,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from photon.join.pacing import Pacer, Pacing
 from photon.logs.offset_log import logged_position
 from photon.logs.ranges import FileRange, Offsets, file_ranges, read_range
 from photon.logs.reader import GrowingLogReader
@@ -106,7 +110,8 @@ PARTITION_BYTES = 16 << 20
 
 
 class GrowingLogDataSource(DataSource):
-    """Options: ``path`` (required), ``maxBytesPerTrigger``, ``maxFilesPerTrigger``."""
+    """Options: ``path`` (required), ``maxBytesPerTrigger``, ``maxFilesPerTrigger``; a
+    joiner's pacing (the module docstring)."""
 
     @classmethod
     def name(cls) -> str:
@@ -140,6 +145,8 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         self.directory = str(path)
         self.max_bytes = _positive(options, "maxBytesPerTrigger")
         self.max_files = _positive(options, "maxFilesPerTrigger")
+        pacing = Pacing.from_options(options)
+        self.pacer = None if pacing is None else Pacer(pacing)
 
     def initialOffset(self) -> dict[str, Any]:
         return {"files": {}}
@@ -159,12 +166,18 @@ class GrowingLogStreamReader(DataSourceStreamReader):
             max_bytes = limit.max_bytes
         elif isinstance(limit, ReadMaxFiles):
             max_files = limit.max_files
-        reader = GrowingLogReader(Path(self.directory))
+        directory = Path(self.directory)
+        reader = GrowingLogReader(directory)
+        pacer = self.pacer
+        limit_us = None if pacer is None else pacer.limit_us()
         plan = reader.plan(
             start.get("files", {}),
             heads=start.get("heads", {}),
             max_bytes=max_bytes,
             max_files=max_files,
+            limit_end=None
+            if pacer is None or limit_us is None
+            else lambda name, offset, end: pacer.cut(directory / name, offset, end, limit_us),
         )
         present = set(reader.files())
         return {

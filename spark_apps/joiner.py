@@ -15,7 +15,8 @@ import typer
 from pyspark.sql import SparkSession
 
 from photon.apps import JOINER
-from photon.join.runtime import JoinerApp, build_joiner
+from photon.join.pacing import Pacer
+from photon.join.runtime import JoinerApp, build_joiner, reader_pacing
 from photon.settings import PhotonSettings
 from spark_apps.app import AppStream, run_app
 from spark_apps.cli import (
@@ -34,6 +35,9 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
     """The DC joiner's stream, over what :func:`build_joiner` built."""
     assert app.joiner is not None and app.retries is not None
     joiner, retries = app.joiner, app.retries
+    pacing = reader_pacing(settings, app.dc)
+    # Paced, the source leaves clicks unread while the reader reads a backlog: not idle.
+    reader_behind = Pacer(pacing).reader_behind if pacing is not None else lambda: False
 
     def on_executors(spark: SparkSession) -> None:
         joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
@@ -63,7 +67,12 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         },
         until_idle_s=until_idle,
         idle=joiner.process_retries,
-        settled=lambda: joiner.in_flight is None and retries.settleable(joiner.clock()) == 0,
+        settled=lambda: (
+            joiner.in_flight is None
+            and retries.settleable(joiner.clock()) == 0
+            and not reader_behind()
+        ),
+        source_options=pacing.to_options() if pacing is not None else {},
         prepare=on_executors,
         drain=joiner.finish_in_flight,
     )

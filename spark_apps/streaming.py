@@ -14,8 +14,8 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -60,10 +60,16 @@ class StreamOptions:
     max_bytes_per_batch: int
     max_files_per_batch: int
     until_idle_s: float | None = None
+    #: More options of the log source (a joiner's pacing: spark_apps.growing_log_source).
+    source_options: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_settings(
-        cls, settings: PhotonSettings, app: AppParts, until_idle_s: float | None
+        cls,
+        settings: PhotonSettings,
+        app: AppParts,
+        until_idle_s: float | None,
+        source_options: Mapping[str, str] | None = None,
     ) -> StreamOptions:
         # Absolute: on a cluster, executors read the files from their worker's directory.
         return cls(
@@ -73,6 +79,7 @@ class StreamOptions:
             max_bytes_per_batch=settings.pipeline.max_bytes_per_batch,
             max_files_per_batch=settings.pipeline.max_files_per_batch,
             until_idle_s=until_idle_s,
+            source_options=dict(source_options or {}),
         )
 
 
@@ -347,6 +354,7 @@ def _start(
         .option("path", str(options.directory))
         .option("maxBytesPerTrigger", str(options.max_bytes_per_batch))
         .option("maxFilesPerTrigger", str(options.max_files_per_batch))
+        .options(**options.source_options)
         .load()
         .writeStream.queryName(query_name)
         .foreachBatch(on_batch)

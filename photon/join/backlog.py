@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream, decode_click, decode_query
 from photon.join.retry import RETRY_STORE, open_streaming_batches
-from photon.logs.offset_log import logged_offsets
+from photon.logs.offset_log import committed_offsets
 from photon.logs.reader import GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
 
@@ -46,23 +46,6 @@ class Backlog:
     bytes: int
     lag_s: float  # behind the end of its logs, in the logs' time; 0 when none is left
     files: int = 0  # files with bytes past the committed offsets
-
-
-def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict[str, int]:
-    """The end offsets of the newest committed batch (empty before the first) that is not
-    ``unsettled``: a joiner's batch that Spark committed while its groups still ran."""
-    commits = checkpoint / "commits"
-    done = sorted(
-        (int(p.name) for p in commits.glob("[0-9]*") if p.name.isdigit()), reverse=True
-    ) if commits.is_dir() else []  # fmt: skip
-    for batch in done:
-        if batch in unsettled:
-            continue
-        try:
-            return logged_offsets(checkpoint, batch)
-        except (OSError, ValueError):
-            continue  # being written or wiped: the batch before
-    return {}
 
 
 def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS) -> Backlog:

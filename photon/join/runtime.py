@@ -35,6 +35,7 @@ from photon.join.group import GroupJoiner, GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
+from photon.join.pacing import Pacing
 from photon.join.progress import (
     ReaderProgress,
     published_mark,
@@ -58,6 +59,22 @@ def retry_store_path(settings: PhotonSettings, dc: str) -> Path:
 def query_reader_dir(settings: PhotonSettings, dc: str) -> Path:
     """The DC query reader's state: where it publishes its progress for the joiner."""
     return settings.pipeline_dir(dc, QUERY_READER)
+
+
+def reader_pacing(settings: PhotonSettings, dc: str) -> Pacing | None:
+    """How the DC's joiner is paced to its query reader (None: it is not; docs/join.md,
+    "Pacing the joiner to its query reader"). The lead is the query files' order bound:
+    the reader's progress is the newest query read in its slowest file less that bound."""
+    pipeline = settings.pipeline
+    if not pipeline.pace_to_reader:
+        return None
+    return Pacing(
+        reader_state_dir=query_reader_dir(settings, dc).resolve(),
+        queries_dir=(settings.dc_logs(dc) / "queries").resolve(),
+        behind_bytes=pipeline.reader_pacing_bytes,
+        lead_us=int(pipeline.query_order_bound_s * 1_000_000),
+        max_ahead_us=int(settings.shards.max_clock_skew_s * 1_000_000),
+    )
 
 
 def current_attempt(settings: PhotonSettings, dc: str) -> str | None:

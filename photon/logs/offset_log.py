@@ -5,8 +5,9 @@ a line of Spark's metadata, then one line per source with that source's
 offsets. Photon's streams have one source, the growing-log source
 (``spark_apps.growing_log_source``), whose offsets are
 ``{"files": {"<name>": <byte offset>}, "heads": {"<name>": <fingerprint>}}``.
-The apps read a batch's range from it; the chaos tooling reads how far a
-joiner has committed.
+The apps read a batch's range from it; the chaos tooling, the backlog gauges
+and a joiner pacing itself to its query reader (:mod:`photon.join.pacing`) read
+how far an app has committed (:func:`committed_offsets`).
 
 How it fails: :func:`logged_offsets` raises ``OSError`` for an entry that is
 not there and ``ValueError`` for one that is half written or is not one
@@ -16,6 +17,7 @@ source's ``v1`` entry; callers decide what that means for them.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 
@@ -37,3 +39,20 @@ def logged_position(checkpoint: Path, batch_id: int) -> tuple[dict[str, int], di
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"not the growing-log source's offsets: {exc}") from exc
     return files, heads
+
+
+def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict[str, int]:
+    """The end offsets of the newest committed batch (empty before the first) that is not
+    ``unsettled``: a joiner's batch that Spark committed while its groups still ran."""
+    commits = checkpoint / "commits"
+    done = sorted(
+        (int(p.name) for p in commits.glob("[0-9]*") if p.name.isdigit()), reverse=True
+    ) if commits.is_dir() else []  # fmt: skip
+    for batch in done:
+        if batch in unsettled:
+            continue
+        try:
+            return logged_offsets(checkpoint, batch)
+        except (OSError, ValueError):
+            continue  # being written or wiped: the batch before
+    return {}

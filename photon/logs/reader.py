@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -205,6 +205,7 @@ class GrowingLogReader:
         heads: Mapping[str, str] | None = None,
         max_bytes: int | None = None,
         max_files: int | None = None,
+        limit_end: Callable[[str, int, int], int] | None = None,
     ) -> ReadPlan:
         """Where the next read ends, per file, without reading the lines themselves.
 
@@ -265,6 +266,8 @@ class GrowingLogReader:
             end = _end_of_lines(self.directory / name, offset, size, budget)
             if end == offset and name in rolled_over:
                 end = size  # a torn last line its writer will never finish: read as such
+            if limit_end is not None and end > offset:
+                end = max(offset, min(end, limit_end(name, offset, end)))
             if end > offset:
                 plan.ranges.append(ReadRange(name, offset, end))
                 offsets[name] = end

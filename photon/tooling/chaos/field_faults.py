@@ -30,9 +30,9 @@ from typing import Any
 from photon.apps import JOINER, QUERY_READER
 from photon.events.ids import EventId
 from photon.events.records import QueryEvent, Stream, decode_line
-from photon.join.backlog import committed_offsets
 from photon.join.output import decode, output_prefix
 from photon.join.progress import PROGRESS_FILE, STATE_FILE
+from photon.logs.offset_log import committed_offsets
 from photon.logs.reader import GrowingLogReader
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings

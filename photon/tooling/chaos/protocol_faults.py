@@ -49,9 +49,10 @@ import structlog
 from photon.apps import JOINER
 from photon.events.records import FILE_REASONS, Stream
 from photon.faults import CRASH_EXIT_CODE, STEPS
-from photon.join.backlog import committed_offsets, joiner_backlog
+from photon.join.backlog import joiner_backlog
 from photon.join.output import attempt_keys, decode, output_prefix
 from photon.join.runtime import current_attempt
+from photon.logs.offset_log import committed_offsets
 from photon.logs.reader import HEAD_BYTES
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings

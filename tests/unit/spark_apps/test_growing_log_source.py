@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
+from photon.join.pacing import Pacing
 from spark_apps.growing_log_source import (
     ARROW_SCHEMA,
     FileRange,
@@ -321,4 +322,37 @@ def test_the_latest_offset_reported_to_spark_is_every_file_to_its_end(tmp_path: 
     (tmp_path / "notes.txt").write_bytes(b"not a log\n")
     assert reader(tmp_path).reportLatestOffset() == {
         "files": {"a.000000.log": 12, "b.000000.log": 6}
+    }
+
+
+def test_a_joiners_source_leaves_clicks_ahead_of_a_busy_query_reader_unread(
+    tmp_path: Path,
+) -> None:
+    """Paced (photon.join.pacing): while the DC's query reader has a backlog, a batch
+    ends before the first click newer than the reader's progress plus the lead; once
+    the reader has committed all but ``behind_bytes``, the clicks are read as planned."""
+    clicks, state, queries = tmp_path / "clicks", tmp_path / "reader", tmp_path / "queries"
+    for directory in (clicks, state, queries):
+        directory.mkdir()
+    t0, second = 1_790_000_000_000_000, 1_000_000
+    lines = [
+        b'{"click_id":"10.2.0.1:7:%d","query_id":"10.1.0.1:7:%d"}\n' % (t, t - second)
+        for t in (t0, t0 + second, t0 + 20 * second, t0 + 21 * second)
+    ]
+    (clicks / "10.2.0.1.000000.log").write_bytes(b"".join(lines))
+    (queries / "10.1.0.1.000000.log").write_bytes(b"q" * 10_000)
+    (state / "progress.json").write_text(json.dumps({"progress_us": t0 + 2 * second}))
+    pacing = Pacing(state, queries, behind_bytes=1_000, lead_us=5 * second, max_ahead_us=0)
+    source = reader(clicks, **pacing.to_options())
+    # The lead passes the first two; the clock's bound (max_ahead 0: now) is far ahead.
+    assert source.latestOffset({"files": {}}, ReadAllAvailable())["files"] == {
+        "10.2.0.1.000000.log": len(lines[0] + lines[1])
+    }
+    checkpoint = state / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"files": {"10.1.0.1.000000.log": 9500}}')
+    (checkpoint / "commits" / "0").write_text("v1\n{}")
+    assert source.latestOffset({"files": {}}, ReadAllAvailable())["files"] == {
+        "10.2.0.1.000000.log": len(b"".join(lines))
     }

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from photon.events.records import ClickEvent
-from photon.join.backlog import Backlog, backlog, committed_offsets, joiner_offsets
+from photon.join.backlog import Backlog, backlog, joiner_offsets
 from photon.join.retry import RETRY_STORE, RetryStore, open_streaming_batches
+from photon.logs.offset_log import committed_offsets
 from photon.settings import RetrySettings
 from registry.ids import EventId
 
