@@ -66,7 +66,7 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
             **joiner.register_counters.to_dict(),
         },
         until_idle_s=until_idle,
-        idle=joiner.process_retries,
+        idle=joiner.process_retry_passes,
         settled=lambda: (
             joiner.in_flight is None
             and retries.settleable(joiner.clock()) == 0

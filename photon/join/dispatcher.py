@@ -488,6 +488,24 @@ class Dispatcher(GroupJoiner):
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
             return self._process(batch, [], with_retries=True, woken=woken)
 
+    def process_retry_passes(self, most: int = 8) -> int:
+        """Retry passes back to back while each takes as many due retries as a batch
+        may (more are due than one pass takes: a backlog's deferred clicks), at most
+        ``most`` of them; how many ran. Between two looks of the app's watch, a pass
+        whose Spark job was done in a third of a second otherwise left the next
+        waiting for the rest of the trigger interval."""
+        if most < 1:
+            raise ValueError(f"most must be at least 1, not {most}")
+        ran = 0
+        while ran < most:
+            report = self.process_retries()
+            if report is None:
+                break
+            ran += 1
+            if report.retries_due < self.max_retries_per_batch:
+                break
+        return ran
+
     @property
     def in_flight(self) -> str | None:
         """The streaming batch whose groups run (or ran) and that is not settled yet."""

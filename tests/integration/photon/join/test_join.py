@@ -606,6 +606,30 @@ def test_retry_passes_wait_while_streaming_batches_take_the_due_retries(
     drain(a, clock)  # and every click is settled
 
 
+def test_retry_passes_run_back_to_back_while_each_takes_as_many_as_it_may(
+    make_dc: MakeDc, logs: tuple[Path, Manifest]
+) -> None:
+    """A backlog's deferred clicks drain in passes one after another, not one pass a
+    look of the app's watch; passes stop once one takes fewer than a batch may."""
+    root, _ = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    first, *_ = batches(root / "a" / "clicks", 8 * 1024)
+    a.joiner.process(f"{0:012d}", first)
+    waiting = a.retries.pending()
+    assert waiting >= 3  # clicks whose query never comes
+    clock.now_us += 60 * S  # due again, and the stream is quiet
+    a.joiner.max_retries_per_batch = 1
+    assert a.joiner.process_retry_passes(most=2) == 2  # each took one: as many as it may
+    a.joiner.max_retries_per_batch = 5_000
+    assert a.joiner.process_retry_passes() == 1  # took the rest: fewer than it may
+    with pytest.raises(ValueError, match="most"):
+        a.joiner.process_retry_passes(most=0)
+
+
 def test_a_crash_between_register_and_write_is_repaired_by_the_replay(
     make_dc: MakeDc,
     store: ObjectStore,
