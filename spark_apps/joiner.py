@@ -36,8 +36,17 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
     assert app.joiner is not None and app.retries is not None
     joiner, retries = app.joiner, app.retries
     pacing = reader_pacing(settings, app.dc)
-    # Paced, the source leaves clicks unread while the reader reads a backlog: not idle.
-    reader_behind = Pacer(pacing).reader_behind if pacing is not None else lambda: False
+    # Paced, the source leaves clicks unread while the reader reads a backlog, and
+    # reads them at its first trigger after: not idle until a few triggers after that.
+    caught_up_s = max(5.0, 3 * settings.pipeline.trigger_s)
+    pacers: list[Pacer] = []
+
+    def reader_was_behind() -> bool:
+        if pacing is None:
+            return False
+        if not pacers:  # made at the first look, after the source's: never stale before it
+            pacers.append(Pacer(pacing))
+        return pacers[0].behind_within(caught_up_s)
 
     def on_executors(spark: SparkSession) -> None:
         joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
@@ -70,7 +79,7 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         settled=lambda: (
             joiner.in_flight is None
             and retries.settleable(joiner.clock()) == 0
-            and not reader_behind()
+            and not reader_was_behind()
         ),
         source_options=pacing.to_options() if pacing is not None else {},
         prepare=on_executors,

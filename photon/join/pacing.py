@@ -131,6 +131,7 @@ class Pacer:
         #: (file, start) -> how far every line was found within an earlier limit.
         self._passed: dict[tuple[str, int], int] = {}
         self._last_limit_us = 0
+        self._behind_at = float("-inf")
 
     def reader_behind(self) -> bool:
         """Whether the reader is reading a backlog now (and not stopped): the joiner is
@@ -141,6 +142,17 @@ class Pacer:
             return False
         committed = committed_offsets(checkpoint)
         return unread_bytes(pacing.queries_dir, committed) > pacing.behind_bytes
+
+    def behind_within(self, seconds: float) -> bool:
+        """Whether the reader is behind now, or was at a look within ``seconds``.
+
+        A joiner run until idle asks this every look: the joiner's source plans what
+        a caught-up reader lets it read only at its next trigger, so until then, with
+        the batch before having read nothing, the joiner would look idle."""
+        now = self._clock()
+        if self.reader_behind():
+            self._behind_at = now
+        return now - self._behind_at < seconds
 
     def limit_us(self) -> int | None:
         """The newest click time the joiner may read now; None: read as planned."""

@@ -142,6 +142,23 @@ def test_a_reader_that_stopped_paces_nothing(tmp_path: Path) -> None:
     assert pacer.reader_behind()
 
 
+def test_a_reader_that_caught_up_counts_as_behind_for_a_while(tmp_path: Path) -> None:
+    """Until the joiner's source had a trigger to read what the caught-up reader lets
+    it, a run until idle must not take the joiner for idle."""
+    state, queries = reader_dirs(tmp_path)
+    (queries / "q.000000.log").write_bytes(b"x" * 1_000)
+    clock = Clock()
+    pacer = Pacer(pacing_of(state, queries), clock=clock)
+    assert pacer.behind_within(5.0)
+    commit(state, 0, {"q.000000.log": 1_000})  # caught up
+    for sub in ("offsets", "commits"):
+        os.utime(state / "checkpoint" / sub, (clock.now, clock.now))
+    clock.now += 4.0
+    assert not pacer.reader_behind() and pacer.behind_within(5.0)
+    clock.now += 2.0
+    assert not pacer.behind_within(5.0)
+
+
 def test_the_cut_is_remembered_while_the_limit_only_grows(tmp_path: Path) -> None:
     path = tmp_path / "c.000000.log"
     starts = write_clicks(path, [T0 + n * S for n in range(10)])
