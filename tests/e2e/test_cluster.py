@@ -74,7 +74,7 @@ def _exposed(pids: list[int]) -> list[str]:
     exposed = []
     for pid in pids:
         try:
-            identity = process.ProcessIdentity(pid, psutil.Process(pid).create_time())
+            identity = process.identity_of(pid)
         except psutil.NoSuchProcess:
             continue
         exposed += [f"{pid} {a}:{p}" for a, p in process.listening(identity)]

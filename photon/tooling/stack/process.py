@@ -4,7 +4,11 @@ A server is started detached (own session, so a Ctrl-C in the shell that ran
 ``photon up`` does not take the stack down) with its output in a log file.
 Its pid *and* its start time are recorded: a pid alone can be reused by an
 unrelated process after ours died, and ``photon down`` must never signal a
-process it did not start. Stopping sends SIGTERM, waits, then SIGKILL.
+process it did not start. The start time compared is the one counted from the
+machine's boot: one in wall-clock time moves whenever the clock is stepped
+(NTP, a VM's clock sync), and a step of more than a clock tick made ``photon
+down`` take every server for gone and leave it running. Stopping sends SIGTERM,
+waits, then SIGKILL.
 """
 
 from __future__ import annotations
@@ -27,6 +31,20 @@ _START_TIME_TOLERANCE_S = 0.05
 class ProcessIdentity:
     pid: int
     started_at: float  # psutil create_time(), seconds since the epoch
+    #: Seconds after the machine's boot it started: unmoved by wall-clock steps (None:
+    #: recorded before this was, then ``started_at`` is compared).
+    since_boot: float | None = None
+
+
+def identity_of(pid: int) -> ProcessIdentity:
+    """The identity of the live process ``pid`` (``psutil.NoSuchProcess`` if none)."""
+    started_at = psutil.Process(pid).create_time()
+    return ProcessIdentity(pid, started_at, _since_boot(started_at))
+
+
+def _since_boot(create_time: float) -> float:
+    # Both in wall-clock time, read now: a clock step moves them alike.
+    return create_time - psutil.boot_time()
 
 
 def start_detached(
@@ -51,7 +69,7 @@ def start_detached(
             user=user,
             group=user and pwd.getpwnam(user).pw_gid,
         )
-    return ProcessIdentity(pid=proc.pid, started_at=psutil.Process(proc.pid).create_time())
+    return identity_of(proc.pid)
 
 
 def listening(identity: ProcessIdentity) -> list[tuple[str, int]]:
@@ -81,7 +99,12 @@ def find(identity: ProcessIdentity) -> psutil.Process | None:
     """The live process with this identity, or None (gone, a zombie, or a reused pid)."""
     try:
         proc = psutil.Process(identity.pid)
-        if abs(proc.create_time() - identity.started_at) > _START_TIME_TOLERANCE_S:
+        started_at = proc.create_time()
+        if identity.since_boot is not None:
+            started, recorded = _since_boot(started_at), identity.since_boot
+        else:
+            started, recorded = started_at, identity.started_at
+        if abs(started - recorded) > _START_TIME_TOLERANCE_S:
             return None
         if proc.status() == psutil.STATUS_ZOMBIE:
             _reap(proc)

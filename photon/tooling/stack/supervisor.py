@@ -41,6 +41,8 @@ class ProcessRecord(BaseModel):
     name: str
     pid: int
     started_at: float
+    #: process.ProcessIdentity.since_boot (None in a record from before it was kept).
+    since_boot: float | None = None
     output: str
     ports: dict[str, int] = {}
     directory: str = ""
@@ -48,7 +50,7 @@ class ProcessRecord(BaseModel):
 
     @property
     def identity(self) -> process.ProcessIdentity:
-        return process.ProcessIdentity(self.pid, self.started_at)
+        return process.ProcessIdentity(self.pid, self.started_at, self.since_boot)
 
 
 class SupervisedState(BaseModel):
@@ -138,6 +140,7 @@ class Supervisor(Generic[StateT]):
             name=name,
             pid=identity.pid,
             started_at=identity.started_at,
+            since_boot=identity.since_boot,
             output=str(output),
             ports=dict(ports or {}),
             directory=str(directory or ""),

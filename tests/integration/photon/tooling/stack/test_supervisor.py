@@ -131,3 +131,29 @@ def test_a_wait_watches_only_the_processes_it_is_told_to(
     supervisor.wait(state, lambda: True, "the demo", timeout_s=5, watched=["fresh"])
     with pytest.raises(DemoError, match="gone exited during start"):
         supervisor.wait(state, lambda: True, "the demo", timeout_s=5)
+
+
+def test_a_wall_clock_step_does_not_hide_a_recorded_process_from_stop(
+    supervisor: Supervisor[DemoState], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NTP or a VM's clock sync steps the wall clock; a process's start time in
+    wall-clock terms moves with it. Compared so, ``photon down`` took every server
+    for gone and left it running; compared by the time since boot, it stops them."""
+    state = DemoState()
+    sleeper = supervisor.start(
+        state, "sleeper", _python("import time; time.sleep(60)"), output=tmp_path / "s.log"
+    )
+    boot_time, create_time = psutil.boot_time, psutil.Process.create_time
+    step_s = 120.0  # the clock stepped two minutes ahead since the start
+    monkeypatch.setattr(psutil, "boot_time", lambda: boot_time() + step_s)
+    monkeypatch.setattr(psutil.Process, "create_time", lambda p: create_time(p) + step_s)
+    recorded = supervisor.load()
+    assert recorded is not None
+    assert supervisor.running(recorded) == {"sleeper"}
+    # A record from before the time since boot was kept is compared as before.
+    old = process.ProcessIdentity(sleeper.pid, sleeper.started_at)
+    assert not process.is_running(old)
+    stopped, gone = supervisor.stop(recorded, ["sleeper"])
+    assert (stopped, gone) == (["sleeper"], [])
+    monkeypatch.undo()
+    assert not process.is_running(sleeper.identity)
