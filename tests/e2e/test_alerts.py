@@ -151,6 +151,12 @@ def test_a_hung_joiner_fires_the_lag_alert_in_the_stacks_prometheus(tmp_path: Pa
                 return bool(_get(prometheus, "/api/v1/query", query=query)["result"])
 
             _until("the joiner's lag in Prometheus", lag_scraped, 60, app)
+
+            def caught_up() -> bool:  # paced behind its reader at first (docs/join.md)
+                query = 'photon_input_lag_seconds{dc="a",app="joiner"} < 5'
+                return bool(_get(prometheus, "/api/v1/query", query=query)["result"])
+
+            _until("the joiner caught up", caught_up, 180, app)
             workers = _until("Spark's Python workers", lambda: _task_workers(app), 60, app)
             for worker in workers:
                 with contextlib.suppress(psutil.Error):
