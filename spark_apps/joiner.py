@@ -39,14 +39,15 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
     # Paced, the source leaves clicks unread while the reader reads a backlog, and
     # reads them at its first trigger after: not idle until a few triggers after that.
     caught_up_s = max(5.0, 3 * settings.pipeline.trigger_s)
-    pacers: list[Pacer] = []
+    pacer: Pacer | None = None
 
     def reader_was_behind() -> bool:
+        nonlocal pacer
         if pacing is None:
             return False
-        if not pacers:  # made at the first look, after the source's: never stale before it
-            pacers.append(Pacer(pacing))
-        return pacers[0].behind_within(caught_up_s)
+        if pacer is None:  # made at the first look, after the source's: never stale before it
+            pacer = Pacer(pacing)
+        return pacer.behind_within(caught_up_s)
 
     def on_executors(spark: SparkSession) -> None:
         joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)

@@ -33,7 +33,7 @@ from pathlib import Path
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream, decode_click, decode_query
 from photon.join.retry import RETRY_STORE, open_streaming_batches
-from photon.logs.offset_log import committed_offsets
+from photon.logs.offset_log import committed_offsets, unread_bytes
 from photon.logs.reader import GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
 
@@ -54,7 +54,7 @@ def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS)
     series: dict[str, list[Path]] = defaultdict(list)  # one ad server's files, in order
     for name in sorted(GrowingLogReader(logs).files(), key=_writing_order):
         series[unrotated(name)[0].rsplit(".", 2)[0]].append(logs / name)
-    unread, lag_us, behind = 0, 0, 0
+    lag_us, behind = 0, 0
     for files in series.values():
         oldest_us: int | None = None
         for path in files:
@@ -65,14 +65,13 @@ def backlog(logs: Path, offsets: dict[str, int], stream: Stream = Stream.CLICKS)
             start = offsets.get(path.name, 0)
             if size <= start:
                 continue
-            unread += size - start
             behind += 1
             if oldest_us is None:
                 oldest_us = _first_event_us(path, start, event_us)
         newest_us = _last_event_us(files[-1], event_us)
         if oldest_us is not None and newest_us is not None:
             lag_us = max(lag_us, newest_us - oldest_us)
-    return Backlog(unread, round(lag_us / 1_000_000, 1), behind)
+    return Backlog(unread_bytes(logs, offsets), round(lag_us / 1_000_000, 1), behind)
 
 
 def joiner_offsets(state_dir: Path) -> dict[str, int]:

@@ -48,8 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from photon.logs.offset_log import committed_offsets
-from photon.logs.reader import GrowingLogReader
+from photon.logs.offset_log import committed_offsets, unread_bytes
 
 #: A reader whose checkpoint has not changed for this long (it planned and committed
 #: nothing) is taken for stopped or hung: it paces nothing.
@@ -128,8 +127,10 @@ class Pacer:
         self.pacing = pacing
         self._clock = clock
         self._started = clock()
-        #: (file, start) -> how far every line was found within an earlier limit.
-        self._passed: dict[tuple[str, int], int] = {}
+        #: file -> (the start of its range last cut, how far from there every line was
+        #: found within an earlier limit): a range planned again from the same start
+        #: is scanned on from there.
+        self._passed: dict[str, tuple[int, int]] = {}
         self._last_limit_us = 0
         self._behind_at = float("-inf")
 
@@ -169,13 +170,13 @@ class Pacer:
         if limit_us < self._last_limit_us:
             self._passed.clear()  # the reader's state went back (wiped): scan afresh
         self._last_limit_us = limit_us
-        key = (path.name, start)
-        self._passed = {k: v for k, v in self._passed.items() if k[0] != path.name or k == key}
         ahead_us = int(self._clock() * 1_000_000) + self.pacing.max_ahead_us
-        scanned = self._passed.get(key, start)
+        passed_start, passed = self._passed.get(path.name, (start, start))
+        scanned = passed if passed_start == start and start <= passed <= end else start
         held = first_line_after(path, scanned, end, limit_us, ahead_us)
-        self._passed[key] = end if held is None else held
-        return end if held is None else held
+        cut = end if held is None else held
+        self._passed[path.name] = (start, cut)
+        return cut
 
 
 def first_line_after(path: Path, start: int, end: int, limit_us: int, ahead_us: int) -> int | None:
@@ -206,19 +207,6 @@ def first_line_after(path: Path, start: int, end: int, limit_us: int, ahead_us: 
     except OSError:
         return None
     return None
-
-
-def unread_bytes(logs: Path, offsets: dict[str, int]) -> int:
-    """The bytes of the log files in ``logs`` past ``offsets`` (each file's from 0 when it
-    has none)."""
-    unread = 0
-    for name in GrowingLogReader(logs).files():
-        try:
-            size = (logs / name).stat().st_size
-        except FileNotFoundError:
-            continue
-        unread += max(0, size - offsets.get(name, 0))
-    return unread
 
 
 def _changed_at(checkpoint: Path) -> float:

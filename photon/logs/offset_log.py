@@ -7,7 +7,8 @@ offsets. Photon's streams have one source, the growing-log source
 ``{"files": {"<name>": <byte offset>}, "heads": {"<name>": <fingerprint>}}``.
 The apps read a batch's range from it; the chaos tooling, the backlog gauges
 and a joiner pacing itself to its query reader (:mod:`photon.join.pacing`) read
-how far an app has committed (:func:`committed_offsets`).
+how far an app has committed (:func:`committed_offsets`) and what it has left
+(:func:`unread_bytes`).
 
 How it fails: :func:`logged_offsets` raises ``OSError`` for an entry that is
 not there and ``ValueError`` for one that is half written or is not one
@@ -17,8 +18,10 @@ source's ``v1`` entry; callers decide what that means for them.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
+
+from photon.logs.reader import GrowingLogReader
 
 
 def logged_offsets(checkpoint: Path, batch_id: int) -> dict[str, int]:
@@ -56,3 +59,16 @@ def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict
         except (OSError, ValueError):
             continue  # being written or wiped: the batch before
     return {}
+
+
+def unread_bytes(logs: Path, offsets: Mapping[str, int]) -> int:
+    """The bytes of the log files in directory ``logs`` past ``offsets`` (a file with no
+    offset from its start): how much an app that got that far has left to read."""
+    unread = 0
+    for name in GrowingLogReader(logs).files():
+        try:
+            size = (logs / name).stat().st_size
+        except FileNotFoundError:
+            continue
+        unread += max(0, size - offsets.get(name, 0))
+    return unread

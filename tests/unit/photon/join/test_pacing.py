@@ -12,7 +12,7 @@ import pytest
 
 from photon.events.records import ClickEvent
 from photon.join import pacing as pacing_module
-from photon.join.pacing import STALE_S, Pacer, Pacing, first_line_after, unread_bytes
+from photon.join.pacing import STALE_S, Pacer, Pacing, first_line_after
 from photon.logs.reader import GrowingLogReader
 from registry.ids import EventId
 
@@ -168,6 +168,9 @@ def test_the_cut_is_remembered_while_the_limit_only_grows(tmp_path: Path) -> Non
     assert pacer.cut(path, 0, size, T0 + 6 * S + S // 2) == starts[7]
     assert pacer.cut(path, 0, size, T0 + S // 2) == starts[1]  # went back (wiped): afresh
     assert pacer.cut(path, 0, size, T0 + 20 * S) == size
+    # a range planned from a later start (the batch before committed) is scanned from it
+    assert pacer.cut(path, starts[2], size, T0 + 20 * S) == size
+    assert pacer.cut(path, starts[5], size, T0 + 20 * S) == size
 
 
 def test_the_plan_gives_what_a_cut_range_leaves_of_the_budget_to_the_next_file(
@@ -190,15 +193,6 @@ def test_the_plan_gives_what_a_cut_range_leaves_of_the_budget_to_the_next_file(
         (second.name, budget - starts[3]),
     ]
     assert paced.offsets[first.name] == starts[3]
-
-
-def test_unread_bytes_count_every_file_past_its_offset(tmp_path: Path) -> None:
-    (tmp_path / "q.000000.log").write_bytes(b"x" * 100)
-    (tmp_path / "q.000001.log").write_bytes(b"x" * 50)
-    (tmp_path / "notes.txt").write_bytes(b"x" * 999)  # not a log
-    assert unread_bytes(tmp_path, {}) == 150
-    assert unread_bytes(tmp_path, {"q.000000.log": 100, "q.000001.log": 20}) == 30
-    assert unread_bytes(tmp_path / "none", {}) == 0
 
 
 def test_pacing_goes_to_the_source_as_options_and_back(tmp_path: Path) -> None:
