@@ -16,7 +16,10 @@ a group:
    written is quarantined (``unwritable``), never registered;
 4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``
    (the registry refuses ids stamped beyond its clock plus the maximum skew:
-   such a click is held until in range, or quarantined when absurdly far ahead);
+   such a click is held until in range, or quarantined when absurdly far ahead).
+   Steps 2 to 4 run first for the clicks its DC is preferred for, then for the
+   others that a second lookup still finds absent (with two DCs on one
+   backlog, the other DC has mostly registered those meanwhile);
 5. only then, once its attempt's fence is still open (recovery has not taken
    the attempt's ids over), writes the clicks it registered (``COMMITTED``) as
    the group's object, ``<batch>.g<group>`` (``<batch>`` when the batch is one
@@ -111,6 +114,16 @@ class JoinClick:
 
 def _join_click(line: PendingClick, from_retry: bool, ours: bool, search_logs: bool) -> JoinClick:
     return JoinClick(decode_click(line.raw), line, from_retry, ours, search_logs)
+
+
+class _Checked(NamedTuple):
+    """A group's rows checked so far: each click with its row, the schema they are
+    written with (None: none checked yet, and the adapter declares none) and, when
+    every row fit at once, their table."""
+
+    candidates: list[tuple[JoinClick, dict[str, Any]]]
+    schema: pa.Schema | None
+    table: pa.Table | None
 
 
 class Waiting(NamedTuple):
@@ -446,47 +459,48 @@ class GroupJoiner:
                 if click.line.click_id in ahead:
                     self._too_new(click, out)
             pending = [c for c in pending if c.line.click_id not in ahead]
-        found = self._find_queries(pending, now, work.reader_progress_us, out)
-
         token = self.token(work.batch)
-        to_register: list[tuple[JoinClick, dict[str, Any]]] = []  # each with its row
-        for click in pending:
-            query = found.get(str(click.event.query_id))
-            if query is None:
-                out.not_found.append(Waiting.of(click))
+        # Own clicks first, registered before the others are looked up again: a DC
+        # that meets a backlog the other DC joins at once finds most of the other's
+        # half registered by then, and searches no query for it (docs/join.md,
+        # "One joiner batch", step 4: "Two DCs on one backlog").
+        own, others = self._own_and_others(pending)
+        found: dict[str, QueryEvent] = {}
+        asked: set[str] = set()
+        checked = _Checked([], self._schema, None)
+        results: dict[str, RegisterResult] = {}
+        counters = self.registry.counters
+        calls, transactions = counters.calls, counters.transactions
+        for phase, clicks_of_phase in enumerate((own, others)):
+            if phase and own and clicks_of_phase:  # time has passed since the lookup
+                clicks_of_phase, also_too_old = self._skip_registered(
+                    work.batch, clicks_of_phase, False, out
+                )
+                too_old += also_too_old
+            if not clicks_of_phase:
                 continue
-            fields = self.adapter.adapt(click.event, query)
-            if fields is None:
-                out.counts["filtered"] += 1
-                out.resolved.append(click.line.click_id)
-                continue
-            row = {
-                **fields,
-                "click_id": click.line.click_id,
-                "query_id": str(click.event.query_id),
-                "dc": self.dc,
-                "joined_at_us": now,
-                "token": token,
-            }
-            to_register.append((click, row))
-        # Nothing that can fail the same way twice runs after the commit: a row that
-        # cannot be written is quarantined now, never registered (docs/join.md).
-        to_register, schema, table = self._writable(to_register, out)
-
+            self._find_queries(clicks_of_phase, now, work.reader_progress_us, out, found, asked)
+            joinable = self._rows(clicks_of_phase, found, now, token, out)
+            # Nothing that can fail the same way twice runs after the commit: a row that
+            # cannot be written is quarantined now, never registered (docs/join.md).
+            new = len(checked.candidates)
+            checked = self._writable(checked, joinable, out)
+            if len(checked.candidates) > new:
+                register_started = time.perf_counter()
+                self.faults.before_registry_call()
+                results |= self.registry.register(
+                    (click.event.click_id, token) for click, _ in checked.candidates[new:]
+                )
+                out.register_s += time.perf_counter() - register_started
+        out.register_calls = counters.calls - calls
+        out.register_transactions = counters.transactions - transactions
+        to_register, schema, table = checked
         written: list[int] = []  # the indices in to_register (rows of ``table``) it won
         too_old_rows = [unjoinable_row(self.dc, c.line, "too_old", now) for c in too_old]
         if to_register:
-            register_started = time.perf_counter()
-            self.faults.before_registry_call()
-            counters = self.registry.counters
-            calls, transactions = counters.calls, counters.transactions
-            results = self._register_own_first([click for click, _ in to_register], token)
-            out.register_calls = counters.calls - calls
-            out.register_transactions = counters.transactions - transactions
             if RegisterResult.COMMITTED in results.values():
                 # chaos: a crash or a failed task loses the write, not the ids
                 self.faults.after_commit(work.batch, first_try=not replay)
-            out.register_s = time.perf_counter() - register_started
             out.registered = len(results)
             for index, (click, _) in enumerate(to_register):
                 outcome = results.get(click.line.click_id)
@@ -494,7 +508,7 @@ class GroupJoiner:
                     self._too_new(click, out)
                     continue
                 out.resolved.append(click.line.click_id)
-                if outcome is None:  # another DC registered it since the lookup
+                if outcome is None:  # never: the registry answers for every id it is given
                     out.counts["already_joined"] += 1
                 elif outcome is RegisterResult.COMMITTED:
                     written.append(index)
@@ -594,15 +608,67 @@ class GroupJoiner:
             out.too_new.append((click.line, ts_us - skew_us))
             out.counts["too_new"] += 1
 
+    def _rows(
+        self,
+        clicks: list[JoinClick],
+        found: dict[str, QueryEvent],
+        now: int,
+        token: str,
+        out: GroupOutcome,
+    ) -> list[tuple[JoinClick, dict[str, Any]]]:
+        """Each click whose query was found, with its joined row (the adapter's fields
+        and Photon's); the others go back to the driver (no query yet) or are settled
+        (the adapter skipped them)."""
+        rows: list[tuple[JoinClick, dict[str, Any]]] = []
+        for click in clicks:
+            query = found.get(str(click.event.query_id))
+            if query is None:
+                out.not_found.append(Waiting.of(click))
+                continue
+            fields = self.adapter.adapt(click.event, query)
+            if fields is None:
+                out.counts["filtered"] += 1
+                out.resolved.append(click.line.click_id)
+                continue
+            row = {
+                **fields,
+                "click_id": click.line.click_id,
+                "query_id": str(click.event.query_id),
+                "dc": self.dc,
+                "joined_at_us": now,
+                "token": token,
+            }
+            rows.append((click, row))
+        return rows
+
     def _writable(
-        self, candidates: list[tuple[JoinClick, dict[str, Any]]], out: GroupOutcome
-    ) -> tuple[list[tuple[JoinClick, dict[str, Any]]], pa.Schema, pa.Table | None]:
-        """The candidates whose rows the output can hold, the schema they are written
-        with and, when all can, their rows' table (not built twice); the others are
-        quarantined (``unwritable``, with the reason) and settled."""
-        bad, schema, table = check_rows([row for _, row in candidates], self._schema)
-        if not bad:
-            return candidates, schema, table
+        self,
+        checked: _Checked,
+        candidates: list[tuple[JoinClick, dict[str, Any]]],
+        out: GroupOutcome,
+    ) -> _Checked:
+        """``checked`` and those of ``candidates`` whose rows the output can hold, with
+        the schema all are written with and, when every row fit at once, their table
+        (not built twice); the others are quarantined (``unwritable``, with the reason)
+        and settled. A group's part is written once, so a later phase's rows are
+        checked with the earlier phases' (registered already: they stay): under the
+        adapter's schema each phase's rows on their own, else each row against the
+        types the rows before it set (:func:`photon.join.output.check_rows`)."""
+        if not candidates:
+            return checked
+        earlier = [row for _, row in checked.candidates]
+        if self._schema is not None:
+            bad, schema, table = check_rows([row for _, row in candidates], self._schema)
+            if earlier:
+                tables = (checked.table, table)
+                table = None if None in tables else pa.concat_tables(tables)
+        else:
+            bad, schema, table = check_rows([*earlier, *(row for _, row in candidates)], None)
+            if any(n < len(earlier) for n in bad):  # never seen: those fit on their own
+                bad = dict.fromkeys(range(len(candidates)), next(iter(bad.values())))
+                schema, table = checked.schema or schema, checked.table
+            else:
+                bad = {n - len(earlier): reason for n, reason in bad.items()}
         for index, reason in sorted(bad.items()):
             line = candidates[index][0].line
             out.quarantined.append(
@@ -612,7 +678,8 @@ class GroupJoiner:
             )
             out.resolved.append(line.click_id)
         out.counts["unwritable"] += len(bad)
-        return [c for n, c in enumerate(candidates) if n not in bad], schema, None
+        kept = [c for n, c in enumerate(candidates) if n not in bad]
+        return _Checked([*checked.candidates, *kept], schema, table)
 
     def _skip_registered(
         self, batch: str, clicks: list[JoinClick], replay: bool, out: GroupOutcome
@@ -624,7 +691,7 @@ class GroupJoiner:
         lookup_started = time.perf_counter()
         self.faults.before_registry_call()
         found = self.registry.lookup(c.event.click_id for c in clicks)
-        out.lookup_s = time.perf_counter() - lookup_started
+        out.lookup_s += time.perf_counter() - lookup_started
         token = self.token(batch)
         pending: list[JoinClick] = []
         too_old: list[JoinClick] = []
@@ -644,29 +711,27 @@ class GroupJoiner:
                 out.resolved.append(click.line.click_id)
         return pending, too_old
 
-    def _register_own_first(self, clicks: list[JoinClick], token: str) -> dict[str, RegisterResult]:
-        """Register the clicks this DC is preferred for, then look the rest up again
-        and register those still absent; a click found registered has no result.
+    def _own_and_others(self, clicks: list[JoinClick]) -> tuple[list[JoinClick], list[JoinClick]]:
+        """(the clicks this DC is preferred for, the others): a group joins and
+        registers the first, then looks the others up again before it searches their
+        queries.
 
         Two DCs that meet one backlog at once (old clicks are not held for their
         preferred DC, ``affinity_max_age_s``) each look every click up as absent.
-        Registering in one call, both would race for every click, and the loser's
-        transactions fail and shrink over and over. This way each first takes its
-        own half and then finds most of the other's half already registered. A
-        crashed try's own clicks (``ours``) go first: the lookup would find them.
+        Joining all at once, both would search every query, build every row and race
+        to register every click; the loser's work for its whole batch would be lost.
+        This way each first joins its own half, and by then finds most of the other's
+        registered. A crashed try's own clicks (``ours``) go first: the lookup would
+        find them registered.
         """
+        if not self.dcs:
+            return clicks, []
         own: list[JoinClick] = []
         others: list[JoinClick] = []
         for click in clicks:
             mine = click.ours or self.preferred_dc(click.line.click_id) == self.dc
             (own if mine else others).append(click)
-        results = self.registry.register((c.event.click_id, token) for c in own) if own else {}
-        if own and others:  # time has passed since the lookup: the other DC's may be in
-            found = self.registry.lookup(c.event.click_id for c in others)
-            others = [c for c in others if found[c.line.click_id] is not LookupResult.PRESENT]
-        if others:
-            results |= self.registry.register((c.event.click_id, token) for c in others)
-        return results
+        return own, others
 
     @staticmethod
     def reader_has_read(query_id: EventId, progress_us: int) -> bool:
@@ -717,31 +782,51 @@ class GroupJoiner:
         return now - click.event.click_id.ts_us >= self.affinity_max_age_us
 
     def _find_queries(
-        self, clicks: list[JoinClick], now: int, reader_progress_us: int, out: GroupOutcome
-    ) -> dict[str, QueryEvent]:
-        wanted = {str(c.event.query_id): c.event.query_id for c in clicks}
+        self,
+        clicks: list[JoinClick],
+        now: int,
+        reader_progress_us: int,
+        out: GroupOutcome,
+        found: dict[str, QueryEvent],
+        asked: set[str],
+    ) -> None:
+        """Adds to ``found`` the queries of ``clicks`` the stores have, asking each
+        store for none asked of it before (``asked``: by an earlier phase of the group)."""
+        wanted = {
+            key: c.event.query_id
+            for c in clicks
+            if (key := str(c.event.query_id)) not in found and key not in asked
+        }
         if not wanted:
-            return {}
-        found: dict[str, QueryEvent] = {}
+            return
+        asked.update(wanted)
+        had = len(found)
         self._found_in(self.cache, wanted.values(), found)
         missing = [q for q in wanted if q not in found]
         skipped = self._logs_skipped(clicks, now, reader_progress_us)
         searched = missing if not self.cache.available else [q for q in missing if q not in skipped]
-        out.counts["logs_skipped"] = len(missing) - len(searched)
-        if out.counts["logs_skipped"]:
-            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(out.counts["logs_skipped"])
+        logs_skipped = len(missing) - len(searched)
+        out.counts["logs_skipped"] += logs_skipped
+        if logs_skipped:
+            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(logs_skipped)
         from_logs = 0
         if searched:
             if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
                 self.logs.logmap.refresh()
                 self._logmap_loaded_at = time.monotonic()
             from_logs = self._found_in(self.logs, (wanted[q] for q in searched), found)
-        first_sight = {str(c.event.query_id): c.event.query_id for c in clicks if not c.from_retry}
-        out.reader_wait_s = self._wait_for_reader(first_sight, found)
-        out.counts["from_logs"] = from_logs
-        out.counts["from_cache"] = len(found) - from_logs
-        out.counts["cache_misses"] = len(wanted) - out.counts["from_cache"]
-        return found
+        first_sight = {
+            q: wanted[q]
+            for c in clicks
+            if not c.from_retry and (q := str(c.event.query_id)) in wanted
+        }
+        out.reader_wait_s += self._wait_for_reader(
+            first_sight, found, self.reader_wait_s - out.reader_wait_s
+        )
+        from_cache = len(found) - had - from_logs
+        out.counts["from_logs"] += from_logs
+        out.counts["from_cache"] += from_cache
+        out.counts["cache_misses"] += len(wanted) - from_cache
 
     @staticmethod
     def _found_in(
@@ -792,9 +877,10 @@ class GroupJoiner:
         return skipped - searched
 
     def _wait_for_reader(
-        self, first_sight: dict[str, EventId], found: dict[str, QueryEvent]
+        self, first_sight: dict[str, EventId], found: dict[str, QueryEvent], budget_s: float
     ) -> float:
-        """Wait (at most ``reader_wait_s``) while the query reader is behind this batch.
+        """Wait (at most ``budget_s``: what is left of the group's ``reader_wait_s``)
+        while the query reader is behind this batch.
 
         When a good share of the queries this batch's new clicks ask for is in
         neither store — a backlog, both apps just started, a slow reader — the
@@ -803,7 +889,7 @@ class GroupJoiner:
         reading them all again later.
         """
         waited = 0.0
-        while waited < self.reader_wait_s and self.cache.available:
+        while waited < budget_s and self.cache.available:
             lacking = [q for q in first_sight if q not in found]
             if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * len(first_sight)):
                 break

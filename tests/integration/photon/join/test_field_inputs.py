@@ -141,18 +141,34 @@ click_lines = st.lists(
 )
 
 
+@pytest.mark.parametrize("dcs", [("a",), ("a", "b")], ids=["one-dc", "two-dcs"])
 @pytest.mark.parametrize("schema", ["AdClickAdapter", "none"])
 def test_any_json_click_joins_waits_or_is_quarantined_and_never_fails_a_batch(
-    make_dc: MakeDc, store: ObjectStore, registry: IdRegistry, tmp_path: Path, schema: str
+    make_dc: MakeDc,
+    store: ObjectStore,
+    registry: IdRegistry,
+    tmp_path: Path,
+    schema: str,
+    dcs: tuple[str, ...],
 ) -> None:
     """Property: whatever JSON a click line holds — integers of any size, floats,
     strings, nested values, with the default adapter and with one that has no schema —
     its batch ends (no error after a commit), and every click is then joined,
     waiting in the retry store, or quarantined; none is registered and missing from
-    the output."""
+    the output. With two DCs, a group joins the clicks DC a is preferred for before
+    the others, and writes both phases' rows as one part."""
     clock = Clock(START_US + 60 * S)
     adapter = PassThrough() if schema == "none" else None
-    a = make_dc("a", tmp_path / "logs", clock, adapter=adapter, join_groups=2)
+    # two DCs: every click is past the affinity's age, so none is held for DC b
+    affinity = {"dcs": dcs, "affinity_grace_s": 3.0, "affinity_max_age_s": 1.0}
+    a = make_dc(
+        "a",
+        tmp_path / "logs",
+        clock,
+        adapter=adapter,
+        join_groups=2,
+        **(affinity if len(dcs) > 1 else {}),
+    )
     numbers = count()
     batches = count()
 

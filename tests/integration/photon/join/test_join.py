@@ -1058,6 +1058,70 @@ def test_two_dcs_meeting_one_old_backlog_at_once_each_register_their_own_half_fi
     assert all(preferred(r["click_id"]) == r["dc"] for r in streamed)
 
 
+class _Asking:
+    """The real cache, noting each query id it is asked for."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.asked: set[str] = set()
+
+    def find_many(self, query_ids: Any) -> Any:
+        query_ids = list(query_ids)
+        self.asked.update(str(q) for q in query_ids)
+        return self.real.find_many(query_ids)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_group_searches_no_query_for_the_other_dcs_clicks_it_finds_registered_meanwhile(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
+    dcs = ("a", "b")
+    one_group = {"affinity_grace_s": 3.0, "affinity_max_age_s": 30.0, "join_groups": 1}
+    parts = {dc: make_dc(dc, root, clock, dcs=dcs, **one_group) for dc in dcs}
+    for dc in dcs:
+        read_every_query(parts[dc], root)
+    a_registry = _ThenMeanwhile(parts["a"].joiner.registry)
+    parts["a"].joiner.registry = a_registry  # type: ignore[assignment]
+    a_cache = _Asking(parts["a"].joiner.cache)
+    parts["a"].joiner.cache = a_cache  # type: ignore[assignment]
+    [a_clicks, *_] = batches(root / "a" / "clicks", 64 * 1024)
+    [b_clicks, *_] = batches(root / "b" / "clicks", 64 * 1024)
+    b_reports: list[BatchReport] = []
+
+    def b_batch() -> None:  # after a registered its own half, before its second phase
+        b_reports.append(parts["b"].joiner.process("000000000000", b_clicks))
+
+    a_registry.meanwhile = b_batch
+    a_report = parts["a"].joiner.process("000000000000", a_clicks)
+    assert b_reports[0].joined > 0  # b ran, between the phases of a's group
+
+    joined_by_b = {r["click_id"] for r in rows(store, "joined/dc=b/")}
+    preferred = parts["a"].joiner.preferred_dc
+    a_events = [
+        e
+        for line in a_clicks
+        if isinstance(e := decode_line(Stream.CLICKS, line.file, line.offset, line.raw), ClickEvent)
+    ]
+    own = {str(e.query_id) for e in a_events if preferred(str(e.click_id)) == "a"}
+    others = [e for e in a_events if preferred(str(e.click_id)) == "b"]
+    taken = [e for e in others if str(e.click_id) in joined_by_b]
+    still_absent = {str(e.query_id) for e in others if str(e.click_id) not in joined_by_b}
+    # a looked its other half up again before searching their queries: of the queries
+    # only the clicks b took ask for, it asked for none
+    only_taken = {str(e.query_id) for e in taken} - own - still_absent
+    assert only_taken  # the case at hand: b joined some of a's batch meanwhile
+    assert not only_taken & a_cache.asked
+    assert a_report.wasted == 0
+    assert a_report.already_joined >= len({str(e.click_id) for e in taken})
+    for dc in dcs:
+        drain(parts[dc], clock)
+    check_exactly_once(store, manifest)
+
+
 def test_an_injected_crash_after_commit_leaves_ids_registered_and_unwritten(
     make_dc: MakeDc, store: ObjectStore, registry: IdRegistry, logs: tuple[Path, Manifest]
 ) -> None:

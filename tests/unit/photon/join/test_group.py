@@ -6,12 +6,24 @@ from __future__ import annotations
 import gc
 import pickle
 from collections import Counter
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from photon.events.ids import EventId
 from photon.events.records import decode_click
-from photon.join.group import GroupWork, JoinClick, _unwritten, part_name, preferred_dc
+from photon.join.group import (
+    GroupJoiner,
+    GroupOutcome,
+    GroupParts,
+    GroupWork,
+    JoinClick,
+    _Checked,
+    _unwritten,
+    part_name,
+    preferred_dc,
+)
 from photon.join.retry import PendingClick
 from registry.sharding import Epoch, ShardingConfig
 
@@ -99,3 +111,58 @@ def test_the_preferred_dc_is_one_of_the_dcs_and_stable() -> None:
     chosen = [preferred_dc(i, ("a", "b", "c")) for i in ids]
     assert set(chosen) == {"a", "b", "c"}
     assert chosen == [preferred_dc(i, ("a", "b", "c")) for i in ids]
+
+
+class _Fields:
+    """An adapter without a schema, or with one: each click's row is the fields given."""
+
+    def __init__(self, schema: pa.Schema | None = None) -> None:
+        if schema is not None:
+            self.schema = schema
+
+    def adapt(self, click: object, query: object) -> dict[str, Any]:
+        raise AssertionError("not called: the rows are given")
+
+
+def _candidates(first: int, *rows: dict[str, Any]) -> list[tuple[JoinClick, dict[str, Any]]]:
+    out = []
+    for n, fields in enumerate(rows, first):
+        click_id = f"10.0.0.1:42:{1_795_516_000_000_000 + n}"
+        raw = f'{{"click_id": "{click_id}", "query_id": "10.1.0.2:7:1795515999000000"}}'
+        line = PendingClick(click_id, raw.encode(), "c.log", 100 * n)
+        out.append((JoinClick(decode_click(raw.encode()), line, False), fields))
+    return out
+
+
+def _group_joiner(schema: pa.Schema | None) -> GroupJoiner:
+    # Only the adapter's schema is read by the row checks: no service is called.
+    parts = GroupParts("a", "run1", None, None, None, None, _Fields(schema))  # type: ignore[arg-type]
+    return GroupJoiner(parts)
+
+
+def test_a_second_phase_rows_are_checked_with_the_first_phases_without_a_schema() -> None:
+    joiner = _group_joiner(None)
+    out = GroupOutcome(part="p")
+    first = joiner._writable(_Checked([], None, None), _candidates(0, {"x": 1}, {"x": None}), out)
+    assert first.table is not None and out.counts["unwritable"] == 0
+    # registered already, the first phase's rows stay; a later row of another type does not
+    second = joiner._writable(first, _candidates(2, {"x": "s"}, {"x": 2}, {"y": True}), out)
+    assert [row for _, row in second.candidates] == [
+        {"x": 1}, {"x": None}, {"x": 2}, {"y": True},
+    ]  # fmt: skip
+    assert out.counts["unwritable"] == 1 and [q.offset for q in out.quarantined] == [200]
+    kept = [row for _, row in second.candidates]
+    assert pa.Table.from_pylist(kept, schema=second.schema).num_rows == 4
+    assert second.table is None  # of the rows checked, the one quarantined too
+
+
+def test_two_phases_that_fit_a_declared_schema_keep_one_table_of_both() -> None:
+    schema = pa.schema([("x", pa.int64())])
+    joiner = _group_joiner(schema)
+    out = GroupOutcome(part="p")
+    first = joiner._writable(_Checked([], None, None), _candidates(0, {"x": 1}), out)
+    second = joiner._writable(first, _candidates(1, {"x": 2}, {"x": 3}), out)
+    assert second.table is not None and second.table.column("x").to_pylist() == [1, 2, 3]
+    third = joiner._writable(second, _candidates(3, {"x": 2**64}), out)
+    assert len(third.candidates) == 3 and third.table is None
+    assert out.counts["unwritable"] == 1
