@@ -18,8 +18,9 @@ a group:
    (the registry refuses ids stamped beyond its clock plus the maximum skew:
    such a click is held until in range, or quarantined when absurdly far ahead).
    Steps 2 to 4 run first for the clicks its DC is preferred for, then for the
-   others that a second lookup still finds absent (with two DCs on one
-   backlog, the other DC has mostly registered those meanwhile);
+   others, a chunk at a time, that a second lookup still finds absent (with
+   two DCs on one backlog, the other DC has mostly registered those
+   meanwhile);
 5. only then, once its attempt's fence is still open (recovery has not taken
    the attempt's ids over), writes the clicks it registered (``COMMITTED``) as
    the group's object, ``<batch>.g<group>`` (``<batch>`` when the batch is one
@@ -77,6 +78,12 @@ from registry.sharding import stable_hash
 _READER_BEHIND_MIN = 50
 _READER_BEHIND_SHARE = 0.25
 _READER_WAIT_STEP_S = 0.25
+
+#: A group joins the clicks another DC is preferred for in chunks of this many, each
+#: looked up again first: the other DC, joining its own half of one backlog at the
+#: same time, registers them meanwhile, and a chunk in flight is what may be lost to
+#: it (docs/join.md, "One joiner batch", step 4).
+_OTHERS_CHUNK = 2_000
 
 #: What a group counts, by outcome or step (summed into the batch's report).
 GROUP_COUNTS = (
@@ -460,10 +467,10 @@ class GroupJoiner:
                     self._too_new(click, out)
             pending = [c for c in pending if c.line.click_id not in ahead]
         token = self.token(work.batch)
-        # Own clicks first, registered before the others are looked up again: a DC
-        # that meets a backlog the other DC joins at once finds most of the other's
-        # half registered by then, and searches no query for it (docs/join.md,
-        # "One joiner batch", step 4: "Two DCs on one backlog").
+        # Own clicks first, registered before the others are looked up again, a chunk
+        # at a time: a DC that meets a backlog the other DC joins at once finds most
+        # of the other's half registered by then, and searches no query for it
+        # (docs/join.md, "One joiner batch", step 4: "Two DCs on one backlog").
         own, others = self._own_and_others(pending)
         found: dict[str, QueryEvent] = {}
         asked: set[str] = set()
@@ -471,8 +478,9 @@ class GroupJoiner:
         results: dict[str, RegisterResult] = {}
         counters = self.registry.counters
         calls, transactions = counters.calls, counters.transactions
-        for phase, clicks_of_phase in enumerate((own, others)):
-            if phase and own and clicks_of_phase:  # time has passed since the lookup
+        chunks = [others[n : n + _OTHERS_CHUNK] for n in range(0, len(others), _OTHERS_CHUNK)]
+        for phase, clicks_of_phase in enumerate((own, *chunks)):
+            if phase > 1 or (phase and own):  # time has passed since the lookup
                 clicks_of_phase, also_too_old = self._skip_registered(
                     work.batch, clicks_of_phase, False, out
                 )
@@ -663,12 +671,9 @@ class GroupJoiner:
                 tables = (checked.table, table)
                 table = None if None in tables else pa.concat_tables(tables)
         else:
-            bad, schema, table = check_rows([*earlier, *(row for _, row in candidates)], None)
-            if any(n < len(earlier) for n in bad):  # never seen: those fit on their own
-                bad = dict.fromkeys(range(len(candidates)), next(iter(bad.values())))
-                schema, table = checked.schema or schema, checked.table
-            else:
-                bad = {n - len(earlier): reason for n, reason in bad.items()}
+            bad, schema, table = check_rows([row for _, row in candidates], None)
+            if earlier:
+                bad, schema, table = self._with_earlier(checked, candidates, bad, schema, table)
         for index, reason in sorted(bad.items()):
             line = candidates[index][0].line
             out.quarantined.append(
@@ -680,6 +685,34 @@ class GroupJoiner:
         out.counts["unwritable"] += len(bad)
         kept = [c for n, c in enumerate(candidates) if n not in bad]
         return _Checked([*checked.candidates, *kept], schema, table)
+
+    @staticmethod
+    def _with_earlier(
+        checked: _Checked,
+        candidates: list[tuple[JoinClick, dict[str, Any]]],
+        bad: dict[int, str],
+        schema: pa.Schema,
+        table: pa.Table | None,
+    ) -> tuple[dict[int, str], pa.Schema, pa.Table | None]:
+        """Without the adapter's schema: a later phase's rows, checked on their own
+        (``bad``, ``schema``, ``table``), checked with the earlier phases' rows too.
+        Where the two schemas unify, each side's rows fit the union (a column one side
+        left all null takes the other's type, a field one side lacks is null there), as
+        they would have in order; only where they do not is every row checked again, in
+        order, so the check of a group's many phases is not quadratic."""
+        try:
+            return bad, pa.unify_schemas([checked.schema, schema]), None
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+        earlier = [row for _, row in checked.candidates]
+        bad, schema, table = check_rows([*earlier, *(row for _, row in candidates)], None)
+        if any(n < len(earlier) for n in bad):  # never seen: those fit on their own
+            return (
+                dict.fromkeys(range(len(candidates)), next(iter(bad.values()))),
+                checked.schema,
+                checked.table,
+            )
+        return {n - len(earlier): reason for n, reason in bad.items()}, schema, table
 
     def _skip_registered(
         self, batch: str, clicks: list[JoinClick], replay: bool, out: GroupOutcome

@@ -1074,9 +1074,16 @@ class _Asking:
         return getattr(self.real, name)
 
 
+@pytest.mark.parametrize("chunk", [None, 5], ids=["one-chunk", "chunks-of-5"])
 def test_a_group_searches_no_query_for_the_other_dcs_clicks_it_finds_registered_meanwhile(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+    chunk: int | None,
 ) -> None:
+    if chunk is not None:  # the other DC's clicks in many chunks, each looked up again
+        monkeypatch.setattr("photon.join.group._OTHERS_CHUNK", chunk)
     root, manifest = logs
     clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
     dcs = ("a", "b")
