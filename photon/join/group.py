@@ -17,10 +17,10 @@ a group:
 4. registers the click ids with the batch's token — ``<dc>/<attempt>/<batch>``
    (the registry refuses ids stamped beyond its clock plus the maximum skew:
    such a click is held until in range, or quarantined when absurdly far ahead).
-   Steps 2 to 4 run first for the clicks its DC is preferred for, then for the
-   others, a chunk at a time, that a second lookup still finds absent (with
-   two DCs on one backlog, the other DC has mostly registered those
-   meanwhile);
+   With two DCs, steps 1 to 4 run a chunk at a time: the clicks its DC is
+   preferred for oldest first, then the others newest first, so that two DCs
+   on one backlog meet in the middle of each half and each finds registered
+   what the other took (:meth:`GroupJoiner._chunks`);
 5. only then, once its attempt's fence is still open (recovery has not taken
    the attempt's ids over), writes the clicks it registered (``COMMITTED``) as
    the group's object, ``<batch>.g<group>`` (``<batch>`` when the batch is one
@@ -79,11 +79,11 @@ _READER_BEHIND_MIN = 50
 _READER_BEHIND_SHARE = 0.25
 _READER_WAIT_STEP_S = 0.25
 
-#: A group joins the clicks another DC is preferred for in chunks of this many, each
-#: looked up again first: the other DC, joining its own half of one backlog at the
-#: same time, registers them meanwhile, and a chunk in flight is what may be lost to
-#: it (docs/join.md, "One joiner batch", step 4).
-_OTHERS_CHUNK = 2_000
+#: With two DCs, a group joins its clicks in chunks of this many, each looked up just
+#: before it is joined: the other DC, on the same backlog, registers some of them
+#: meanwhile, and a chunk in flight is what may be lost to it (docs/join.md, "One
+#: joiner batch", step 4).
+_CHUNK = 2_000
 
 #: What a group counts, by outcome or step (summed into the batch's report).
 GROUP_COUNTS = (
@@ -131,6 +131,15 @@ class _Checked(NamedTuple):
     candidates: list[tuple[JoinClick, dict[str, Any]]]
     schema: pa.Schema | None
     table: pa.Table | None
+
+
+class _Asked(NamedTuple):
+    """The queries a group asked the cache for, searched the logs for, and that its
+    new clicks (first sighted) asked for, so far."""
+
+    cache: set[str]
+    logs: set[str]
+    first_sight: set[str]
 
 
 class Waiting(NamedTuple):
@@ -451,44 +460,41 @@ class GroupJoiner:
         # Read before its plan came (a task started early): used if it read what it joins.
         preread = work.preread if work.preread and work.preread.reads == work.reads else None
         clicks = work.clicks if work.reads is None else self._read_clicks(work, out, preread)
-        if replay:  # a crashed try may hold clicks under this token: find them first
-            pending, too_old = self._skip_registered(work.batch, clicks, True, out)
-            pending, out.held = self.hold_for_preferred_dc(pending, now)
-        else:  # held already: by the driver, or here as they were read (_read_clicks)
-            pending, too_old = self._skip_registered(work.batch, clicks, False, out)
-        if clicks:
-            self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
-        # Stamped beyond the registry's clock plus the skew: held (or quarantined) before
-        # any query search, which a query as far ahead would wait on for as long.
-        ahead = self.registry.too_new(c.event.click_id for c in pending) if pending else set()
-        if ahead:
-            for click in pending:
-                if click.line.click_id in ahead:
-                    self._too_new(click, out)
-            pending = [c for c in pending if c.line.click_id not in ahead]
         token = self.token(work.batch)
-        # Own clicks first, registered before the others are looked up again, a chunk
-        # at a time: a DC that meets a backlog the other DC joins at once finds most
-        # of the other's half registered by then, and searches no query for it
-        # (docs/join.md, "One joiner batch", step 4: "Two DCs on one backlog").
-        own, others = self._own_and_others(pending)
         found: dict[str, QueryEvent] = {}
-        asked: set[str] = set()
+        asked = _Asked(set(), set(), set())
         checked = _Checked([], self._schema, None)
         results: dict[str, RegisterResult] = {}
+        too_old: list[JoinClick] = []
         counters = self.registry.counters
         calls, transactions = counters.calls, counters.transactions
-        chunks = [others[n : n + _OTHERS_CHUNK] for n in range(0, len(others), _OTHERS_CHUNK)]
-        for phase, clicks_of_phase in enumerate((own, *chunks)):
-            if phase > 1 or (phase and own):  # time has passed since the lookup
-                clicks_of_phase, also_too_old = self._skip_registered(
-                    work.batch, clicks_of_phase, False, out
-                )
-                too_old += also_too_old
-            if not clicks_of_phase:
+        # With two DCs, a chunk at a time: its own clicks oldest first, then the other
+        # DC's newest first, each chunk looked up just before it is joined. Two DCs on
+        # one backlog meet in the middle of each half; each finds what the other
+        # registered meanwhile and searches no query for it (docs/join.md, "One joiner
+        # batch", step 4: "Two DCs on one backlog").
+        for n, chunk in enumerate(self._chunks(clicks)):
+            if replay:  # a crashed try may hold clicks under this token: find them first
+                pending, chunk_too_old = self._skip_registered(work.batch, chunk, True, out)
+                pending, held = self.hold_for_preferred_dc(pending, now)
+                out.held += held
+            else:  # held already: by the driver, or here as they were read (_read_clicks)
+                pending, chunk_too_old = self._skip_registered(work.batch, chunk, False, out)
+            too_old += chunk_too_old
+            if n == 0:
+                self.faults.at_step("looked_up", work.batch)  # chaos: a crash after the lookup
+            # Stamped beyond the registry's clock plus the skew: held (or quarantined)
+            # before any query search, which a query as far ahead would wait on as long.
+            ahead = self.registry.too_new(c.event.click_id for c in pending) if pending else set()
+            if ahead:
+                for click in pending:
+                    if click.line.click_id in ahead:
+                        self._too_new(click, out)
+                pending = [c for c in pending if c.line.click_id not in ahead]
+            if not pending:
                 continue
-            self._find_queries(clicks_of_phase, now, work.reader_progress_us, out, found, asked)
-            joinable = self._rows(clicks_of_phase, found, now, token, out)
+            self._find_queries(pending, now, work.reader_progress_us, out, found, asked)
+            joinable = self._rows(pending, found, now, token, out)
             # Nothing that can fail the same way twice runs after the commit: a row that
             # cannot be written is quarantined now, never registered (docs/join.md).
             new = len(checked.candidates)
@@ -658,9 +664,9 @@ class GroupJoiner:
         """``checked`` and those of ``candidates`` whose rows the output can hold, with
         the schema all are written with and, when every row fit at once, their table
         (not built twice); the others are quarantined (``unwritable``, with the reason)
-        and settled. A group's part is written once, so a later phase's rows are
-        checked with the earlier phases' (registered already: they stay): under the
-        adapter's schema each phase's rows on their own, else each row against the
+        and settled. A group's part is written once, so a later chunk's rows are
+        checked with the earlier chunks' (registered already: they stay): under the
+        adapter's schema each chunk's rows on their own, else each row against the
         types the rows before it set (:func:`photon.join.output.check_rows`)."""
         if not candidates:
             return checked
@@ -694,12 +700,12 @@ class GroupJoiner:
         schema: pa.Schema,
         table: pa.Table | None,
     ) -> tuple[dict[int, str], pa.Schema, pa.Table | None]:
-        """Without the adapter's schema: a later phase's rows, checked on their own
-        (``bad``, ``schema``, ``table``), checked with the earlier phases' rows too.
+        """Without the adapter's schema: a later chunk's rows, checked on their own
+        (``bad``, ``schema``, ``table``), checked with the earlier chunks' rows too.
         Where the two schemas unify, each side's rows fit the union (a column one side
         left all null takes the other's type, a field one side lacks is null there), as
         they would have in order; only where they do not is every row checked again, in
-        order, so the check of a group's many phases is not quadratic."""
+        order, so the check of a group's many chunks is not quadratic."""
         try:
             return bad, pa.unify_schemas([checked.schema, schema]), None
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -744,27 +750,31 @@ class GroupJoiner:
                 out.resolved.append(click.line.click_id)
         return pending, too_old
 
-    def _own_and_others(self, clicks: list[JoinClick]) -> tuple[list[JoinClick], list[JoinClick]]:
-        """(the clicks this DC is preferred for, the others): a group joins and
-        registers the first, then looks the others up again before it searches their
-        queries.
+    def _chunks(self, clicks: list[JoinClick]) -> list[list[JoinClick]]:
+        """The group's clicks in the order it joins them: with two DCs or more, those
+        its DC is preferred for by their time, oldest first, then the others newest
+        first, in chunks of at most :data:`_CHUNK` (none holds both); with one DC,
+        all at once.
 
         Two DCs that meet one backlog at once (old clicks are not held for their
-        preferred DC, ``affinity_max_age_s``) each look every click up as absent.
-        Joining all at once, both would search every query, build every row and race
-        to register every click; the loser's work for its whole batch would be lost.
-        This way each first joins its own half, and by then finds most of the other's
-        registered. A crashed try's own clicks (``ours``) go first: the lookup would
-        find them registered.
+        preferred DC, ``affinity_max_age_s``) would each look every click up as
+        absent, search every query, build every row and race to register every
+        click; the loser's work would be lost, and a lost race costs more than the
+        join (its transactions fail and shrink). Chunk by chunk, each looked up just
+        before it is joined, DC a goes through its half from the oldest click as DC b
+        goes through it from the newest, and each finds the clicks the other took
+        registered: they meet in the middle, where a chunk in flight is what either
+        can lose.
         """
         if not self.dcs:
-            return clicks, []
+            return [clicks] if clicks else []
         own: list[JoinClick] = []
         others: list[JoinClick] = []
         for click in clicks:
-            mine = click.ours or self.preferred_dc(click.line.click_id) == self.dc
-            (own if mine else others).append(click)
-        return own, others
+            (own if self.preferred_dc(click.line.click_id) == self.dc else others).append(click)
+        own.sort(key=_click_us)
+        others.sort(key=_click_us, reverse=True)
+        return [part[n : n + _CHUNK] for part in (own, others) for n in range(0, len(part), _CHUNK)]
 
     @staticmethod
     def reader_has_read(query_id: EventId, progress_us: int) -> bool:
@@ -821,45 +831,49 @@ class GroupJoiner:
         reader_progress_us: int,
         out: GroupOutcome,
         found: dict[str, QueryEvent],
-        asked: set[str],
+        asked: _Asked,
     ) -> None:
-        """Adds to ``found`` the queries of ``clicks`` the stores have, asking each
-        store for none asked of it before (``asked``: by an earlier phase of the group)."""
+        """Adds to ``found`` the queries of ``clicks`` the stores have. A query an
+        earlier chunk of the group asked the cache for, or searched the logs for, is
+        not asked of that store again; one it did not search the logs for is searched
+        now if a click of this chunk is due a search (:meth:`_logs_skipped`)."""
         wanted = {
-            key: c.event.query_id
-            for c in clicks
-            if (key := str(c.event.query_id)) not in found and key not in asked
+            key: c.event.query_id for c in clicks if (key := str(c.event.query_id)) not in found
         }
         if not wanted:
             return
-        asked.update(wanted)
+        fresh = [q for q in wanted if q not in asked.cache]
+        asked.cache.update(fresh)
         had = len(found)
-        self._found_in(self.cache, wanted.values(), found)
+        if fresh:
+            self._found_in(self.cache, (wanted[q] for q in fresh), found)
         missing = [q for q in wanted if q not in found]
         skipped = self._logs_skipped(clicks, now, reader_progress_us)
-        searched = missing if not self.cache.available else [q for q in missing if q not in skipped]
-        logs_skipped = len(missing) - len(searched)
+        due = missing if not self.cache.available else [q for q in missing if q not in skipped]
+        logs_skipped = len(set(missing).intersection(fresh)) - len(set(due).intersection(fresh))
         out.counts["logs_skipped"] += logs_skipped
         if logs_skipped:
             metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(logs_skipped)
+        searched = [q for q in due if q not in asked.logs]
+        asked.logs.update(searched)
         from_logs = 0
         if searched:
             if time.monotonic() - self._logmap_loaded_at >= self.logmap_refresh_s:
                 self.logs.logmap.refresh()
                 self._logmap_loaded_at = time.monotonic()
             from_logs = self._found_in(self.logs, (wanted[q] for q in searched), found)
-        first_sight = {
-            q: wanted[q]
-            for c in clicks
-            if not c.from_retry and (q := str(c.event.query_id)) in wanted
-        }
+        first_sight = {str(c.event.query_id) for c in clicks if not c.from_retry}
+        asked.first_sight.update(first_sight)
         out.reader_wait_s += self._wait_for_reader(
-            first_sight, found, self.reader_wait_s - out.reader_wait_s
+            {q: wanted[q] for q in first_sight if q in wanted},
+            len(asked.first_sight),
+            found,
+            self.reader_wait_s - out.reader_wait_s,
         )
         from_cache = len(found) - had - from_logs
         out.counts["from_logs"] += from_logs
         out.counts["from_cache"] += from_cache
-        out.counts["cache_misses"] += len(wanted) - from_cache
+        out.counts["cache_misses"] += max(0, len(fresh) - from_cache)
 
     @staticmethod
     def _found_in(
@@ -910,7 +924,11 @@ class GroupJoiner:
         return skipped - searched
 
     def _wait_for_reader(
-        self, first_sight: dict[str, EventId], found: dict[str, QueryEvent], budget_s: float
+        self,
+        first_sight: dict[str, EventId],
+        of_group: int,
+        found: dict[str, QueryEvent],
+        budget_s: float,
     ) -> float:
         """Wait (at most ``budget_s``: what is left of the group's ``reader_wait_s``)
         while the query reader is behind this batch.
@@ -919,12 +937,15 @@ class GroupJoiner:
         neither store — a backlog, both apps just started, a slow reader — the
         reader has not got that far yet: waiting a little and asking the cache
         again costs less than deferring those clicks to the retry store and
-        reading them all again later.
+        reading them all again later. ``first_sight``: the queries this chunk's new
+        clicks ask for that no earlier chunk found; the share is of the ``of_group``
+        queries the group's new clicks asked for so far, so that one chunk of a
+        backlog's late queries does not take the group's wait.
         """
         waited = 0.0
         while waited < budget_s and self.cache.available:
             lacking = [q for q in first_sight if q not in found]
-            if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * len(first_sight)):
+            if len(lacking) < max(_READER_BEHIND_MIN, _READER_BEHIND_SHARE * of_group):
                 break
             self.sleep(_READER_WAIT_STEP_S)
             waited += _READER_WAIT_STEP_S
@@ -947,6 +968,10 @@ def unjoinable_row(dc: str, click: PendingClick, reason: str, now: int) -> dict[
         "offset": click.offset,
         "raw": click.raw.decode("utf-8"),
     }
+
+
+def _click_us(click: JoinClick) -> int:
+    return click.event.click_id.ts_us
 
 
 def _unwritten(rows: list[dict[str, Any]], written: set[str]) -> list[dict[str, Any]]:

@@ -150,16 +150,19 @@ def test_any_json_click_joins_waits_or_is_quarantined_and_never_fails_a_batch(
     tmp_path: Path,
     schema: str,
     dcs: tuple[str, ...],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Property: whatever JSON a click line holds — integers of any size, floats,
     strings, nested values, with the default adapter and with one that has no schema —
     its batch ends (no error after a commit), and every click is then joined,
     waiting in the retry store, or quarantined; none is registered and missing from
     the output. With two DCs, a group joins the clicks DC a is preferred for before
-    the others, and writes both phases' rows as one part."""
+    the others, in chunks, and writes their rows as one part."""
     clock = Clock(START_US + 60 * S)
     adapter = PassThrough() if schema == "none" else None
-    # two DCs: every click is past the affinity's age, so none is held for DC b
+    # two DCs: every click is past the affinity's age, so none is held for DC b; a
+    # group's clicks go in chunks of two, each checked with the rows before it
+    monkeypatch.setattr("photon.join.group._CHUNK", 2)
     affinity = {"dcs": dcs, "affinity_grace_s": 3.0, "affinity_max_age_s": 1.0}
     a = make_dc(
         "a",

@@ -6,10 +6,12 @@ streaming source will cut them. The generator's manifest is the ground truth.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from itertools import count
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -17,10 +19,11 @@ import pytest
 import redis
 import structlog.testing
 
-from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_line
+from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_click, decode_line
 from photon.join.dispatcher import BatchReport, GroupRunner
 from photon.join.group import GroupOutcome, GroupWork, JoinClick
 from photon.join.output import decode
+from photon.join.retry import PendingClick
 from photon.logs.reader import LogLine
 from photon.storage import ObjectStore
 from photon.tooling.gen.model import GenConfig, Manifest
@@ -1074,16 +1077,16 @@ class _Asking:
         return getattr(self.real, name)
 
 
-@pytest.mark.parametrize("chunk", [None, 5], ids=["one-chunk", "chunks-of-5"])
+@pytest.mark.parametrize("chunk", [5, 40])
 def test_a_group_searches_no_query_for_the_other_dcs_clicks_it_finds_registered_meanwhile(
     make_dc: MakeDc,
     store: ObjectStore,
     logs: tuple[Path, Manifest],
     monkeypatch: pytest.MonkeyPatch,
-    chunk: int | None,
+    chunk: int,
 ) -> None:
-    if chunk is not None:  # the other DC's clicks in many chunks, each looked up again
-        monkeypatch.setattr("photon.join.group._OTHERS_CHUNK", chunk)
+    # the first chunk holds only clicks a is preferred for (its batch has ~60 of them)
+    monkeypatch.setattr("photon.join.group._CHUNK", chunk)
     root, manifest = logs
     clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
     dcs = ("a", "b")
@@ -1099,12 +1102,12 @@ def test_a_group_searches_no_query_for_the_other_dcs_clicks_it_finds_registered_
     [b_clicks, *_] = batches(root / "b" / "clicks", 64 * 1024)
     b_reports: list[BatchReport] = []
 
-    def b_batch() -> None:  # after a registered its own half, before its second phase
+    def b_batch() -> None:  # after a registered its first chunk, before the others
         b_reports.append(parts["b"].joiner.process("000000000000", b_clicks))
 
     a_registry.meanwhile = b_batch
     a_report = parts["a"].joiner.process("000000000000", a_clicks)
-    assert b_reports[0].joined > 0  # b ran, between the phases of a's group
+    assert b_reports[0].joined > 0  # b ran, between the chunks of a's group
 
     joined_by_b = {r["click_id"] for r in rows(store, "joined/dc=b/")}
     preferred = parts["a"].joiner.preferred_dc
@@ -1117,7 +1120,7 @@ def test_a_group_searches_no_query_for_the_other_dcs_clicks_it_finds_registered_
     others = [e for e in a_events if preferred(str(e.click_id)) == "b"]
     taken = [e for e in others if str(e.click_id) in joined_by_b]
     still_absent = {str(e.query_id) for e in others if str(e.click_id) not in joined_by_b}
-    # a looked its other half up again before searching their queries: of the queries
+    # a looked each later chunk up just before searching its queries: of the queries
     # only the clicks b took ask for, it asked for none
     only_taken = {str(e.query_id) for e in taken} - own - still_absent
     assert only_taken  # the case at hand: b joined some of a's batch meanwhile
@@ -1297,3 +1300,46 @@ def test_a_batch_replayed_after_the_gc_retention_lists_its_collected_clicks_and_
     assert registered <= {r["click_id"] for r in rows(store, "too_old/")}
     [warning] = [e for e in logged if e["event"] == "joiner.replay_past_gc"]
     assert warning["batch"] == "000000000000" and warning["too_old"] == report.too_old
+
+
+def test_a_later_chunk_searches_the_logs_for_a_query_an_earlier_chunk_did_not(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    local_stack: LocalStack,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One query, two clicks on it: DC a's own, new, which is not due a log search, and
+    one DC b is preferred for, retried and due a search. The cache lost the query. The
+    group (in chunks of one click) asks the cache once, for its first chunk, and does
+    not search the logs then; its second chunk still searches them for the retried
+    click, which is joined."""
+    monkeypatch.setattr("photon.join.group._CHUNK", 1)
+    root, manifest = logs
+    clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
+    a = make_dc("a", root, clock, dcs=("a", "b"), affinity_grace_s=3.0, join_groups=1)
+    read_every_query(a, root)
+    query_id = next(iter(manifest.expected_joins.values()))
+    query_us = int(query_id.rsplit(":", 1)[1])
+    admin = redis.Redis.from_url(local_stack.settings.redis_url)
+    assert admin.delete(f"{a.cache_prefix}:a:{query_id}") == 1  # the cache lost it
+    admin.close()
+    by_dc: dict[str, JoinClick] = {}
+    for n in count(1):
+        click_id = f"10.9.0.1:1:{query_us + n}"
+        dc = a.joiner.preferred_dc(click_id)
+        if dc in by_dc:
+            continue
+        raw = json.dumps({"click_id": click_id, "query_id": query_id, "cost_micros": 1}).encode()
+        retried = dc == "b"
+        line = PendingClick(click_id, raw, "c.extra.log", 100 * n, query_us, 3 if retried else 0)
+        by_dc[dc] = JoinClick(decode_click(raw), line, from_retry=retried, search_logs=retried)
+        if len(by_dc) == 2:
+            break
+    work = GroupWork("000000000000", "000000000000", clock.now_us, False, [by_dc["a"], by_dc["b"]])
+    out = a.joiner.join(work)
+    assert out.counts["from_logs"] == 1 and out.counts["joined"] == 1, out
+    joined = {r["click_id"] for r in rows(store, "joined/dc=a/")}
+    assert joined == {by_dc["b"].line.click_id}
+    # the new click, decided in the first chunk, waits for its next try, as it would have
+    assert [w.line.click_id for w in out.not_found] == [by_dc["a"].line.click_id]

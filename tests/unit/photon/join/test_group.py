@@ -140,12 +140,12 @@ def _group_joiner(schema: pa.Schema | None) -> GroupJoiner:
     return GroupJoiner(parts)
 
 
-def test_a_second_phase_rows_are_checked_with_the_first_phases_without_a_schema() -> None:
+def test_a_later_chunks_rows_are_checked_with_the_earlier_ones_without_a_schema() -> None:
     joiner = _group_joiner(None)
     out = GroupOutcome(part="p")
     first = joiner._writable(_Checked([], None, None), _candidates(0, {"x": 1}, {"x": None}), out)
     assert first.table is not None and out.counts["unwritable"] == 0
-    # registered already, the first phase's rows stay; a later row of another type does not
+    # registered already, the first chunk's rows stay; a later row of another type does not
     second = joiner._writable(first, _candidates(2, {"x": "s"}, {"x": 2}, {"y": True}), out)
     assert [row for _, row in second.candidates] == [
         {"x": 1}, {"x": None}, {"x": 2}, {"y": True},
@@ -156,7 +156,7 @@ def test_a_second_phase_rows_are_checked_with_the_first_phases_without_a_schema(
     assert second.table is None  # of the rows checked, the one quarantined too
 
 
-def test_two_phases_that_fit_a_declared_schema_keep_one_table_of_both() -> None:
+def test_chunks_that_fit_a_declared_schema_keep_one_table_of_them_all() -> None:
     schema = pa.schema([("x", pa.int64())])
     joiner = _group_joiner(schema)
     out = GroupOutcome(part="p")
