@@ -661,24 +661,23 @@ class GroupJoiner:
         candidates: list[tuple[JoinClick, dict[str, Any]]],
         out: GroupOutcome,
     ) -> _Checked:
-        """``checked`` and those of ``candidates`` whose rows the output can hold, with
-        the schema all are written with and, when every row fit at once, their table
-        (not built twice); the others are quarantined (``unwritable``, with the reason)
-        and settled. A group's part is written once, so a later chunk's rows are
+        """``checked``, extended with those of ``candidates`` whose rows the output can
+        hold, with the schema all are written with and, when every row fit at once,
+        their table (not built twice); the others are quarantined (``unwritable``, with
+        the reason) and settled. A group's part is written once, so a later chunk's rows are
         checked with the earlier chunks' (registered already: they stay): under the
         adapter's schema each chunk's rows on their own, else each row against the
         types the rows before it set (:func:`photon.join.output.check_rows`)."""
         if not candidates:
             return checked
-        earlier = [row for _, row in checked.candidates]
         if self._schema is not None:
             bad, schema, table = check_rows([row for _, row in candidates], self._schema)
-            if earlier:
+            if checked.candidates:
                 tables = (checked.table, table)
                 table = None if None in tables else pa.concat_tables(tables)
         else:
             bad, schema, table = check_rows([row for _, row in candidates], None)
-            if earlier:
+            if checked.candidates:
                 bad, schema, table = self._with_earlier(checked, candidates, bad, schema, table)
         for index, reason in sorted(bad.items()):
             line = candidates[index][0].line
@@ -690,7 +689,8 @@ class GroupJoiner:
             out.resolved.append(line.click_id)
         out.counts["unwritable"] += len(bad)
         kept = [c for n, c in enumerate(candidates) if n not in bad]
-        return _Checked([*checked.candidates, *kept], schema, table)
+        checked.candidates.extend(kept)  # one list for the group: not copied per chunk
+        return _Checked(checked.candidates, schema, table)
 
     @staticmethod
     def _with_earlier(
