@@ -1020,18 +1020,28 @@ class _ThenMeanwhile:
         return getattr(self.real, name)
 
 
+def two_dcs_on_an_old_backlog(
+    make_dc: MakeDc, root: Path
+) -> tuple[Clock, dict[str, DcParts], _ThenMeanwhile]:
+    """DCs a and b, an hour after the logs began (no click is held for its DC), each of
+    whose readers read every query, and DC a's registry, which runs another DC's work
+    between two of a's registrations when told to."""
+    clock = Clock(START_US + 3_600 * S)
+    one_group = {"affinity_grace_s": 3.0, "affinity_max_age_s": 30.0, "join_groups": 1}
+    parts = {dc: make_dc(dc, root, clock, dcs=("a", "b"), **one_group) for dc in ("a", "b")}
+    for dc_parts in parts.values():
+        read_every_query(dc_parts, root)
+    a_registry = _ThenMeanwhile(parts["a"].joiner.registry)
+    parts["a"].joiner.registry = a_registry  # type: ignore[assignment]
+    return clock, parts, a_registry
+
+
 def test_two_dcs_meeting_one_old_backlog_at_once_each_register_their_own_half_first(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
 ) -> None:
     root, manifest = logs
-    clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
-    dcs = ("a", "b")
-    one_group = {"affinity_grace_s": 3.0, "affinity_max_age_s": 30.0, "join_groups": 1}
-    parts = {dc: make_dc(dc, root, clock, dcs=dcs, **one_group) for dc in dcs}
-    for dc in dcs:
-        read_every_query(parts[dc], root)
-    a_registry = _ThenMeanwhile(parts["a"].joiner.registry)
-    parts["a"].joiner.registry = a_registry  # type: ignore[assignment]
+    clock, parts, a_registry = two_dcs_on_an_old_backlog(make_dc, root)
+    dcs = tuple(parts)
     click_batches = {dc: batches(root / dc / "clicks", 8 * 1024) for dc in dcs}
     together = min(len(b) for b in click_batches.values())
     assert together > 1
@@ -1088,14 +1098,8 @@ def test_a_group_searches_no_query_for_the_other_dcs_clicks_it_finds_registered_
     # the first chunk holds only clicks a is preferred for (its batch has ~60 of them)
     monkeypatch.setattr("photon.join.group._CHUNK", chunk)
     root, manifest = logs
-    clock = Clock(START_US + 3_600 * S)  # an hour on: no click is held for its DC
-    dcs = ("a", "b")
-    one_group = {"affinity_grace_s": 3.0, "affinity_max_age_s": 30.0, "join_groups": 1}
-    parts = {dc: make_dc(dc, root, clock, dcs=dcs, **one_group) for dc in dcs}
-    for dc in dcs:
-        read_every_query(parts[dc], root)
-    a_registry = _ThenMeanwhile(parts["a"].joiner.registry)
-    parts["a"].joiner.registry = a_registry  # type: ignore[assignment]
+    clock, parts, a_registry = two_dcs_on_an_old_backlog(make_dc, root)
+    dcs = tuple(parts)
     a_cache = _Asking(parts["a"].joiner.cache)
     parts["a"].joiner.cache = a_cache  # type: ignore[assignment]
     [a_clicks, *_] = batches(root / "a" / "clicks", 64 * 1024)
