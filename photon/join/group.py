@@ -67,7 +67,7 @@ from photon.join.batch_lines import GroupLines, GroupReads, group_of_id, read_gr
 from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
-from photon.join.output import JOINED_BASE, OutputWriter, check_rows, event_hour
+from photon.join.output import JOINED_BASE, UNFIT, OutputWriter, check_rows, event_hour
 from photon.join.retry import PendingClick
 from registry import IdRegistry, LookupResult, RegisterResult
 from registry.sharding import stable_hash
@@ -707,9 +707,11 @@ class GroupJoiner:
         they would have in order; only where they do not is every row checked again, in
         order, so the check of a group's many chunks is not quadratic."""
         try:
-            return bad, pa.unify_schemas([checked.schema, schema]), None
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            pass
+            unified = pa.unify_schemas([checked.schema, schema])
+        except UNFIT:  # a field's type differs: every row again, in order
+            unified = None
+        if unified is not None:
+            return bad, unified, None
         earlier = [row for _, row in checked.candidates]
         bad, schema, table = check_rows([*earlier, *(row for _, row in candidates)], None)
         if any(n < len(earlier) for n in bad):  # never seen: those fit on their own

@@ -208,7 +208,8 @@ def encode_table(table: pa.Table) -> bytes:
 
 
 #: What building or writing a table of rows raises on a value that does not fit.
-_UNFIT = (pa.ArrowException, ValueError, TypeError, OverflowError)
+#: What building or writing rows that do not fit, or unifying schemas that differ, raises.
+UNFIT = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
 
 class RowCheck(NamedTuple):
@@ -245,7 +246,7 @@ def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> R
         return RowCheck(bad, schema, None)
     try:
         inferred = pa.Table.from_pylist(list(rows)).schema
-    except _UNFIT:
+    except UNFIT:
         inferred = None
     if inferred is not None and isinstance(table := _built(rows, inferred), pa.Table):
         return RowCheck({}, inferred, table)
@@ -256,7 +257,7 @@ def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> R
         if reason is None:  # its types against the earlier rows'
             try:
                 so_far = pa.unify_schemas([so_far, pa.Table.from_pylist([row]).schema])
-            except _UNFIT as exc:
+            except UNFIT as exc:
                 reason = f"its types differ from the batch's other rows': {_said(exc)}"
         if reason is not None:
             bad[index] = reason
@@ -282,7 +283,7 @@ def _built(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> pa.Ta
         table = pa.Table.from_pylist(list(rows), schema=schema)
         if schema is None or any(pa.types.is_nested(f.type) for f in table.schema):
             pq.write_table(table, pa.BufferOutputStream())
-    except _UNFIT as exc:
+    except UNFIT as exc:
         return _said(exc)
     return table
 
