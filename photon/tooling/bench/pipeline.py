@@ -101,7 +101,11 @@ StepCallback = Callable[[str], None]
 
 _BENCH_ENV = {
     "PHOTON_RETRY__INITIAL_BACKOFF_S": "0.5",
-    "PHOTON_RETRY__MAX_BACKOFF_S": "2",
+    # Capped at 8 s, not the default 300 s, so a click whose query never comes is given
+    # up on within the phase; not at 2 s as before join on arrival (docs/join.md,
+    # "Performance (measured)"): a late query's clicks are woken when it is cached, and
+    # a 2 s cap only tried each never-joinable click ~22 times in its 45 s.
+    "PHOTON_RETRY__MAX_BACKOFF_S": "8",
     "PHOTON_RETRY__MAX_ATTEMPTS": "4",
     "PHOTON_RETRY__MAX_AGE_S": "45",  # delayed queries arrive up to 30 s after their clicks
     "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
