@@ -207,7 +207,6 @@ def encode_table(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-#: What building or writing a table of rows raises on a value that does not fit.
 #: What building or writing rows that do not fit, or unifying schemas that differ, raises.
 UNFIT = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
