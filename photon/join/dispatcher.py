@@ -612,9 +612,7 @@ class Dispatcher(GroupJoiner):
             else self.cache_lost_at(now) + self.query_window_us
         )
         if lost_at is not None:
-            skip_searches_of_intact_queries(
-                clicks, lost_at, start.reader_progress_us, self.give_up_margin_us
-            )
+            skip_searches_of_intact_queries(clicks, lost_at)
         kept_back: list[JoinClick] = []
         if with_retries and not start.replay:
             # Before the due clicks are taken: a replay, at this clock, takes these too.
@@ -705,7 +703,6 @@ class Dispatcher(GroupJoiner):
                 start.reader_progress_us,
                 reads=GroupReads(shared, n, start.groups) if shared else None,
                 intact_after_us=lost_at,
-                give_up_margin_us=self.give_up_margin_us,
             )
             for n, group in enumerate(groups)
             if group or shared
@@ -879,8 +876,10 @@ class Dispatcher(GroupJoiner):
             until = max(in_range_us, now + _TOO_NEW_RECHECK_US)
             self.retries.hold([line], now, until, too_new=True)
 
-        # Only a click a group searched the logs for may expire: not one kept back.
         read_past = self._read_past(not_found, start.reader_progress_us)
+        # Only a click whose try searched the logs may expire: not one kept back, nor a
+        # new click whose query the cache cannot have lost (its next try searches).
+        may_expire = {w.line.click_id for w in not_found if w.searched} & read_past
         not_found += [Waiting.of(click) for click in kept_back]
         # A click whose query the reader had not read yet is tried again once it has.
         wake = {
@@ -889,7 +888,7 @@ class Dispatcher(GroupJoiner):
             if w.query_ts_us > start.reader_progress_us
         }
         deferred, expired = self.retries.defer(
-            (w.line for w in not_found), now, may_expire=read_past.__contains__,
+            (w.line for w in not_found), now, may_expire=may_expire.__contains__,
             wake_at_progress=wake,
             query_ids={w.line.click_id: w.query_id for w in not_found},
         )  # fmt: skip

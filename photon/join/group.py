@@ -153,11 +153,15 @@ class Waiting(NamedTuple):
     click_ts_us: int
     query_id: str
     query_ts_us: int
+    #: Whether this try searched the logs for its query: only such a try may give the
+    #: click up (docs/join.md, "When a click is unjoinable").
+    searched: bool = False
 
     @classmethod
-    def of(cls, click: JoinClick) -> Waiting:
+    def of(cls, click: JoinClick, searched: bool = False) -> Waiting:
         event = click.event
-        return cls(click.line, event.click_id.ts_us, str(event.query_id), event.query_id.ts_us)
+        query_id = str(event.query_id)
+        return cls(click.line, event.click_id.ts_us, query_id, event.query_id.ts_us, searched)
 
 
 #: The progress a joiner without a query reader to wait for works with: past every time.
@@ -195,10 +199,8 @@ class GroupWork:
     #: then holds only the driver's due retries): docs/join.md, "The join on executors".
     reads: GroupReads | None = None
     #: For the clicks it reads: a query newer than this is not searched for in the logs
-    #: (the cache cannot have lost it; None: it may have lost anything), unless the
-    #: reader is ``give_up_margin_us`` past the click (its try may give it up).
+    #: (the cache cannot have lost it; None: it may have lost anything).
     intact_after_us: int | None = None
-    give_up_margin_us: int = 0
     #: ``reads`` read already, in the task, before its plan came (docs/join.md, "Groups
     #: started before their plan"). Never shipped: a task sets it on the plan it got.
     preread: PreRead | None = None
@@ -234,7 +236,6 @@ class GroupWork:
             self.task_attempt,
             self.reads,
             self.intact_after_us,
-            self.give_up_margin_us,
         )
         return (_group_work, (head, columns))
 
@@ -252,17 +253,17 @@ def _flags(click: JoinClick) -> int:
 
 
 def _group_work(
-    head: tuple[str, str, int, bool, int, int, GroupReads | None, int | None, int],
+    head: tuple[str, str, int, bool, int, int, GroupReads | None, int | None],
     columns: tuple[list[Any], ...],
 ) -> GroupWork:
     """A :class:`GroupWork` again, in the task: each click decoded from its line."""
     batch, part, now_us, replay, reader_progress_us, task_attempt = head[:6]
-    reads, intact_after_us, give_up_margin_us = head[6:]
+    reads, intact_after_us = head[6:]
     with collector_paused():  # thousands of new objects, none of them garbage
         clicks = [_unpacked_click(*fields) for fields in zip(*columns, strict=True)]
     return GroupWork(
         batch, part, now_us, replay, clicks, reader_progress_us, task_attempt,
-        reads, intact_after_us, give_up_margin_us,
+        reads, intact_after_us,
     )  # fmt: skip
 
 
@@ -333,23 +334,18 @@ def preferred_dc(click_id: str, dcs: Sequence[str]) -> str:
     return dcs[stable_hash(f"{click_id}#preferred-dc") % len(dcs)]
 
 
-def skip_searches_of_intact_queries(
-    clicks: Iterable[JoinClick], intact_after_us: int, progress_us: int, give_up_margin_us: int
-) -> None:
+def skip_searches_of_intact_queries(clicks: Iterable[JoinClick], intact_after_us: int) -> None:
     """New clicks whose query the cache cannot have lost skip the log search.
 
     The reader caches every query it reads before its progress passes it, and the
     cache has lost nothing put after ``intact_after_us``: such a query missing from
     the cache is not in the logs the reader has read either (a search would be in
-    vain: most are never-joinable clicks). Not a click the reader is far enough past
-    (``give_up_margin_us``) to give up on: a click is declared unjoinable only after
-    a search.
+    vain: most are never-joinable clicks). However far the reader is past the click
+    (a backlog): a click is declared unjoinable only on a try that searched
+    (:attr:`Waiting.searched`), and the try that may give it up searches.
     """
     for click in clicks:
-        if (
-            click.event.query_id.ts_us > intact_after_us
-            and click.event.click_id.ts_us + give_up_margin_us > progress_us
-        ):
+        if click.event.query_id.ts_us > intact_after_us:
             click.search_logs = False
 
 
@@ -494,7 +490,7 @@ class GroupJoiner:
             if not pending:
                 continue
             self._find_queries(pending, now, work.reader_progress_us, out, found, asked)
-            joinable = self._rows(pending, found, now, token, out)
+            joinable = self._rows(pending, found, now, token, out, asked.logs)
             # Nothing that can fail the same way twice runs after the commit: a row that
             # cannot be written is quarantined now, never registered (docs/join.md).
             new = len(checked.candidates)
@@ -587,9 +583,7 @@ class GroupJoiner:
         out.quarantined += got.quarantined
         new = [JoinClick(event, line, False) for event, line in got.clicks]
         if work.intact_after_us is not None:
-            skip_searches_of_intact_queries(
-                new, work.intact_after_us, work.reader_progress_us, work.give_up_margin_us
-            )
+            skip_searches_of_intact_queries(new, work.intact_after_us)
         seen = {click.line.click_id for click in new}
         retries = [click for click in work.clicks if click.line.click_id not in seen]
         out.retries_dropped = len(work.clicks) - len(retries)
@@ -629,15 +623,18 @@ class GroupJoiner:
         now: int,
         token: str,
         out: GroupOutcome,
+        searched: set[str],
     ) -> list[tuple[JoinClick, dict[str, Any]]]:
         """Each click whose query was found, with its joined row (the adapter's fields
-        and Photon's); the others go back to the driver (no query yet) or are settled
-        (the adapter skipped them)."""
+        and Photon's); the others go back to the driver (no query yet; ``searched``: the
+        queries the group searched the logs for) or are settled (the adapter skipped
+        them)."""
         rows: list[tuple[JoinClick, dict[str, Any]]] = []
         for click in clicks:
-            query = found.get(str(click.event.query_id))
+            query_id = str(click.event.query_id)
+            query = found.get(query_id)
             if query is None:
-                out.not_found.append(Waiting.of(click))
+                out.not_found.append(Waiting.of(click, query_id in searched))
                 continue
             fields = self.adapter.adapt(click.event, query)
             if fields is None:
@@ -647,7 +644,7 @@ class GroupJoiner:
             row = {
                 **fields,
                 "click_id": click.line.click_id,
-                "query_id": str(click.event.query_id),
+                "query_id": query_id,
                 "dc": self.dc,
                 "joined_at_us": now,
                 "token": token,

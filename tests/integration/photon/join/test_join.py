@@ -380,6 +380,59 @@ def test_a_backlog_the_reader_cached_before_the_joiner_started_is_not_searched_a
     check_unjoinable_once(store, manifest)
 
 
+#: Far enough for the reader to be past every click by more than the give-up margin
+#: (``retry.max_age_s``, 30 s here): an old backlog, as after an outage.
+_LONG_AFTER_US = 600 * S
+
+
+def test_an_old_backlog_the_reader_cached_is_not_searched_in_the_logs_at_first_sight(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """The reader cached every query and is far past every click (the joiner catches up
+    on an old backlog): a query the cache lacks is not in the logs either, so a
+    never-joinable click's first try asks the cache alone. Being far past the click
+    does not make that try search: it may not give the click up (its first), and the
+    try that may searches."""
+    root, manifest = logs
+    a, clock = every_query_read_before_the_joiner(make_dc, root)
+    clock.now_us += _LONG_AFTER_US
+    a.reader.publish_progress()
+    only_the_giving_up_try_searches(a, root, manifest, clock, f"{0:012d}")
+    check_exactly_once(store, manifest)
+    check_unjoinable_once(store, manifest)
+
+
+def test_a_click_is_given_up_on_only_by_a_try_that_searched_the_logs(
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+) -> None:
+    """A never-joinable click whose line is shipped again once it is past both retry
+    limits: that try reads it as a new click whose query the cache cannot have lost, so
+    it does not search the logs, and then it does not give the click up either. The
+    next try searches, and gives it up: once."""
+    root, manifest = logs
+    lost = len(manifest.never_joinable)
+    a, clock = every_query_read_before_the_joiner(make_dc, root)
+    clock.now_us += _LONG_AFTER_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{0:012d}", clicks)
+    assert first.deferred == lost and first.logs_skipped == lost
+    clock.now_us += 5 * S
+    second = a.joiner.process_retries()  # its 2nd try: the cache alone
+    assert second is not None and (second.kept_back, second.unjoinable) == (lost, 0)
+    clock.now_us += 31 * S  # past max_age_s, and the next try is the 3rd (max_attempts)
+    a.reader.publish_progress()
+    again = a.joiner.process(f"{1:012d}", clicks)  # the shipper sends the lines again
+    assert again.already_joined == len(manifest.expected_joins)
+    assert (again.cache_misses, again.logs_skipped, again.from_logs) == (lost, lost, 0)
+    assert (again.deferred, again.unjoinable) == (lost, 0)  # not searched: not given up
+    clock.now_us += 5 * S
+    last = a.joiner.process_retries()
+    assert last is not None and last.logs_skipped == 0 and last.unjoinable == lost
+    check_exactly_once(store, manifest)
+    check_unjoinable_once(store, manifest)
+
+
 def test_a_backlog_cached_then_flushed_is_searched_in_the_logs_at_once(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], local_stack: LocalStack
 ) -> None:
