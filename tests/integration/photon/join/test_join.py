@@ -385,25 +385,34 @@ def test_a_backlog_the_reader_cached_before_the_joiner_started_is_not_searched_a
 _LONG_AFTER_US = 600 * S
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 def test_an_old_backlog_the_reader_cached_is_not_searched_in_the_logs_at_first_sight(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], feed: str
 ) -> None:
     """The reader cached every query and is far past every click (the joiner catches up
     on an old backlog): a query the cache lacks is not in the logs either, so a
-    never-joinable click's first try asks the cache alone. Being far past the click
-    does not make that try search: it may not give the click up (its first), and the
-    try that may searches."""
+    never-joinable click's first try asks the cache alone, in the driver or in the
+    group that reads its line. Being far past the click does not make that try search:
+    it may not give the click up (its first), and the try that may searches."""
     root, manifest = logs
+    lost = len(manifest.never_joinable)
     a, clock = every_query_read_before_the_joiner(make_dc, root)
     clock.now_us += _LONG_AFTER_US
     a.reader.publish_progress()
-    only_the_giving_up_try_searches(a, root, manifest, clock, f"{0:012d}")
+    (clicks,) = click_batches(root / "a" / "clicks", 1 << 20, feed)
+    first = process_clicks(a.joiner, f"{0:012d}", clicks)
+    assert first.joined == len(manifest.expected_joins) and first.deferred == lost
+    assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
+    *waiting, (_, searched_last, given_up) = tries_until_given_up(a, clock, lost)
+    assert searched_last and given_up == lost
+    assert [n for n, searched, _ in waiting if searched] == []
     check_exactly_once(store, manifest)
     check_unjoinable_once(store, manifest)
 
 
+@pytest.mark.parametrize("feed", FEEDS)
 def test_a_click_is_given_up_on_only_by_a_try_that_searched_the_logs(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest]
+    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], feed: str
 ) -> None:
     """A never-joinable click whose line is shipped again once it is past both retry
     limits: that try reads it as a new click whose query the cache cannot have lost, so
@@ -414,15 +423,15 @@ def test_a_click_is_given_up_on_only_by_a_try_that_searched_the_logs(
     a, clock = every_query_read_before_the_joiner(make_dc, root)
     clock.now_us += _LONG_AFTER_US
     a.reader.publish_progress()
-    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
-    first = a.joiner.process(f"{0:012d}", clicks)
+    (clicks,) = click_batches(root / "a" / "clicks", 1 << 20, feed)
+    first = process_clicks(a.joiner, f"{0:012d}", clicks)
     assert first.deferred == lost and first.logs_skipped == lost
     clock.now_us += 5 * S
     second = a.joiner.process_retries()  # its 2nd try: the cache alone
     assert second is not None and (second.kept_back, second.unjoinable) == (lost, 0)
     clock.now_us += 31 * S  # past max_age_s, and the next try is the 3rd (max_attempts)
     a.reader.publish_progress()
-    again = a.joiner.process(f"{1:012d}", clicks)  # the shipper sends the lines again
+    again = process_clicks(a.joiner, f"{1:012d}", clicks)  # the shipper sends them again
     assert again.already_joined == len(manifest.expected_joins)
     assert (again.cache_misses, again.logs_skipped, again.from_logs) == (lost, lost, 0)
     assert (again.deferred, again.unjoinable) == (lost, 0)  # not searched: not given up
