@@ -385,6 +385,16 @@ def test_a_backlog_the_reader_cached_before_the_joiner_started_is_not_searched_a
 _LONG_AFTER_US = 600 * S
 
 
+def an_old_backlog(make_dc: MakeDc, root: Path, feed: str) -> tuple[DcParts, Clock, ClickBatch]:
+    """DC a, its reader having cached every query and now far past every click, and
+    DC a's clicks as one batch."""
+    a, clock = every_query_read_before_the_joiner(make_dc, root)
+    clock.now_us += _LONG_AFTER_US
+    a.reader.publish_progress()
+    (clicks,) = click_batches(root / "a" / "clicks", 1 << 20, feed)
+    return a, clock, clicks
+
+
 @pytest.mark.parametrize("feed", FEEDS)
 def test_an_old_backlog_the_reader_cached_is_not_searched_in_the_logs_at_first_sight(
     make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], feed: str
@@ -396,10 +406,7 @@ def test_an_old_backlog_the_reader_cached_is_not_searched_in_the_logs_at_first_s
     it may not give the click up (its first), and the try that may searches."""
     root, manifest = logs
     lost = len(manifest.never_joinable)
-    a, clock = every_query_read_before_the_joiner(make_dc, root)
-    clock.now_us += _LONG_AFTER_US
-    a.reader.publish_progress()
-    (clicks,) = click_batches(root / "a" / "clicks", 1 << 20, feed)
+    a, clock, clicks = an_old_backlog(make_dc, root, feed)
     first = process_clicks(a.joiner, f"{0:012d}", clicks)
     assert first.joined == len(manifest.expected_joins) and first.deferred == lost
     assert (first.cache_misses, first.logs_skipped, first.from_logs) == (lost, lost, 0)
@@ -420,10 +427,7 @@ def test_a_click_is_given_up_on_only_by_a_try_that_searched_the_logs(
     next try searches, and gives it up: once."""
     root, manifest = logs
     lost = len(manifest.never_joinable)
-    a, clock = every_query_read_before_the_joiner(make_dc, root)
-    clock.now_us += _LONG_AFTER_US
-    a.reader.publish_progress()
-    (clicks,) = click_batches(root / "a" / "clicks", 1 << 20, feed)
+    a, clock, clicks = an_old_backlog(make_dc, root, feed)
     first = process_clicks(a.joiner, f"{0:012d}", clicks)
     assert first.deferred == lost and first.logs_skipped == lost
     clock.now_us += 5 * S
