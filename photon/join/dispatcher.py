@@ -64,7 +64,6 @@ import structlog
 from photon import metrics
 from photon.apps import JOINER
 from photon.events.records import (
-    ClickEvent,
     QuarantineRecord,
     Stream,
     decode_click,
@@ -220,7 +219,7 @@ class _Planned:
     report: BatchReport
     started: float  # perf_counter: when its lines were handed in
     plan_s: float  # the driver's own work on it so far (decoding, planning)
-    kept_back: list[JoinClick]
+    kept_back: list[Waiting]
     held: list[PendingClick]
     submitted: float = 0.0
     outcomes: Future[list[GroupOutcome]] | None = None
@@ -613,16 +612,19 @@ class Dispatcher(GroupJoiner):
         )
         if lost_at is not None:
             skip_searches_of_intact_queries(clicks, lost_at)
-        kept_back: list[JoinClick] = []
+        kept_back: list[Waiting] = []
         if with_retries and not start.replay:
             # Before the due clicks are taken: a replay, at this clock, takes these too.
             waking = time.perf_counter()
             report.woken = self._wake_arrived(now) if woken is None else woken
             report.wake_s = round(time.perf_counter() - waking, 3)
         if with_retries:
-            self._add_due_retries(clicks, now, start.reader_progress_us, lost_at, report)
+            # A replay decodes every due click: its groups see each (_keep_back).
+            unread = self._add_due_retries(
+                clicks, now, start.reader_progress_us, lost_at, report, decode_all=start.replay
+            )
             if not start.replay:
-                clicks, kept_back = self._keep_back(clicks, report)
+                clicks, kept_back = self._keep_back(clicks, unread, report)
         held: list[PendingClick] = []
         if not start.replay:
             # A group holds these before it looks anything up, on nothing a task has:
@@ -753,9 +755,13 @@ class Dispatcher(GroupJoiner):
         return self.retries.wake([click for click, query in waiting if query in cached], now)
 
     def _keep_back(
-        self, clicks: list[JoinClick], report: BatchReport
-    ) -> tuple[list[JoinClick], list[JoinClick]]:
+        self, clicks: list[JoinClick], unread: list[Waiting], report: BatchReport
+    ) -> tuple[list[JoinClick], list[Waiting]]:
         """(clicks for the groups, retried clicks kept back in the retry store).
+
+        ``unread``: due clicks not decoded yet (:meth:`_add_due_retries`), each on a
+        try that would not search the logs; those whose query the cache has are
+        decoded here and go to the groups.
 
         A retried click whose query the cache still lacks, on a try that would not
         search the logs (:meth:`logs_due`), would only be deferred again by its
@@ -768,23 +774,26 @@ class Dispatcher(GroupJoiner):
         replay (a crashed try may have registered it: its group must see it), nor
         while the cache is down (then every group searches the logs).
         """
-        waiting = [c for c in clicks if c.from_retry and not c.search_logs]
-        if not waiting:
+        waiting = [Waiting.of(c) for c in clicks if c.from_retry and not c.search_logs]
+        if not waiting and not unread:
             return clicks, []
         # Redis down, before or during the MGET: the groups search the logs instead.
         cache = self.cache
-        cached = cache.find_many(c.event.query_id for c in waiting) if cache.available else None
+        asked = [w.query_id for w in waiting] + [w.query_id for w in unread]
+        cached = cache.find_many(asked) if cache.available else None
         if cached is None or not cache.available:
-            return clicks, []
-        kept = {c.line.click_id for c in waiting if str(c.event.query_id) not in cached}
-        if not kept:
-            return clicks, []
-        report.kept_back = len(kept)
-        report.cache_misses += len(kept)
-        report.logs_skipped += len(kept)
-        metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(len(kept))
-        go_on = [c for c in clicks if c.line.click_id not in kept]
-        return go_on, [c for c in waiting if c.line.click_id in kept]
+            return clicks + _decoded(unread), []
+        kept = [w for w in waiting if w.query_id not in cached]
+        kept_ids = {w.line.click_id for w in kept}
+        go_on = [c for c in clicks if c.line.click_id not in kept_ids] if kept_ids else clicks
+        go_on += _decoded([w for w in unread if w.query_id in cached])
+        kept += [w for w in unread if w.query_id not in cached]
+        if kept:
+            report.kept_back = len(kept)
+            report.cache_misses += len(kept)
+            report.logs_skipped += len(kept)
+            metrics.LOGMAP_LOOKUPS.labels(self.dc, "skipped").inc(len(kept))
+        return go_on, kept
 
     def _settle(
         self,
@@ -792,7 +801,7 @@ class Dispatcher(GroupJoiner):
         start: BatchStart,
         report: BatchReport,
         outcomes: list[GroupOutcome],
-        kept_back: list[JoinClick],
+        kept_back: list[Waiting],
         held: list[PendingClick],
     ) -> None:
         """What the groups left: held and not-found clicks to the retry store, those
@@ -857,7 +866,7 @@ class Dispatcher(GroupJoiner):
         if kept_back:
             # A click kept back whose line came again in the batch: its group settled it.
             taken = _settled_by(outcomes)
-            kept_back = [c for c in kept_back if c.line.click_id not in taken]
+            kept_back = [w for w in kept_back if w.line.click_id not in taken]
         if held:
             report.held = self.retries.hold(held, now, now + self.affinity_grace_us)
         if start.replay and report.too_old:
@@ -880,7 +889,7 @@ class Dispatcher(GroupJoiner):
         # Only a click whose try searched the logs may expire: not one kept back, nor a
         # new click whose query the cache cannot have lost (its next try searches).
         may_expire = {w.line.click_id for w in not_found if w.searched} & read_past
-        not_found += [Waiting.of(click) for click in kept_back]
+        not_found += kept_back
         # A click whose query the reader had not read yet is tried again once it has.
         wake = {
             w.line.click_id: w.query_ts_us
@@ -937,9 +946,9 @@ class Dispatcher(GroupJoiner):
         up on: ``retry.max_age_s``, and at least W."""
         return max(self.query_window_us, int(self.retries.policy.max_age_s * 1_000_000))
 
-    def _reader_past(self, click: ClickEvent, progress_us: int) -> bool:
-        """Whether the reader has read far enough past ``click`` to give up on it."""
-        return click.click_id.ts_us + self.give_up_margin_us <= progress_us
+    def _reader_past(self, click_ts_us: int, progress_us: int) -> bool:
+        """Whether the reader has read far enough past a click of this time to give up on it."""
+        return click_ts_us + self.give_up_margin_us <= progress_us
 
     def _decode(self, lines: Sequence[LogLine]) -> _Decoded:
         """The batch's clicks, once each (log shipping duplicates lines), and its bad lines
@@ -963,20 +972,36 @@ class Dispatcher(GroupJoiner):
         progress_us: int,
         lost_at: int | None,
         report: BatchReport,
-    ) -> None:
+        *,
+        decode_all: bool,
+    ) -> list[Waiting]:
+        """Add the due clicks to ``clicks``, decoded, but for those (returned, unless
+        ``decode_all``) the store knows the query of and whose try would not search
+        the logs: most are kept back on the cache's word alone (:meth:`_keep_back`),
+        and their times are in their ids (docs/join.md, "Local state")."""
         present = {c.line.click_id for c in clicks}
+        unread: list[Waiting] = []
         for item in self.retries.due(now, self.max_retries_per_batch, progress_us):
             if item.click_id in present:
                 continue  # the same click came again in this batch's lines
-            event = decode_click(item.raw)
-            search_logs = self.logs_due(item, event, now, progress_us, lost_at)
-            clicks.append(JoinClick(event, item, True, search_logs=search_logs))
             report.retries_due += 1
+            if item.query_id is not None and not decode_all:
+                click_ts_us, query_ts_us = _id_ts_us(item.click_id), _id_ts_us(item.query_id)
+                if not self.logs_due(item, click_ts_us, query_ts_us, now, progress_us, lost_at):
+                    unread.append(Waiting(item, click_ts_us, item.query_id, query_ts_us))
+                    continue
+            event = decode_click(item.raw)
+            search_logs = self.logs_due(
+                item, event.click_id.ts_us, event.query_id.ts_us, now, progress_us, lost_at
+            )
+            clicks.append(JoinClick(event, item, True, search_logs=search_logs))
+        return unread
 
     def logs_due(
         self,
         click: PendingClick,
-        event: ClickEvent,
+        click_ts_us: int,
+        query_ts_us: int,
         now: int,
         progress_us: int,
         lost_at: int | None,
@@ -997,13 +1022,15 @@ class Dispatcher(GroupJoiner):
         for a query newer than ``lost_at``: the cache has lost nothing put since
         (:meth:`_skip_searches_of_intact_queries`; None: it may have lost anything).
         """
-        if not self.reader_has_read(event.query_id, progress_us):
+        if not self.reader_has_read(query_ts_us, progress_us):
             return False
         tried = click.attempts
         # with this try, as the retry store will count it
-        if self.retries.past_limits(click, now, tries=1) and self._reader_past(event, progress_us):
+        if self.retries.past_limits(click, now, tries=1) and self._reader_past(
+            click_ts_us, progress_us
+        ):
             return True
-        if lost_at is not None and event.query_id.ts_us > lost_at:
+        if lost_at is not None and query_ts_us > lost_at:
             return False
         if click.behind_reader:  # the reader has read its query's time since its last try
             return True
@@ -1046,3 +1073,15 @@ class Dispatcher(GroupJoiner):
             reader_wait_s=report.reader_wait_s,
             **report.counts(),
         )
+
+
+def _id_ts_us(event_id: str) -> int:
+    """The time in a canonical event id (``<ipv4>:<pid>:<ts_us>``): the retry store
+    holds only ids of clicks it decoded, so no parse checks them again."""
+    return int(event_id.rpartition(":")[2])
+
+
+def _decoded(waiting: Sequence[Waiting]) -> list[JoinClick]:
+    """Due clicks :meth:`Dispatcher._add_due_retries` left undecoded, decoded for their
+    groups (on a try that does not search the logs)."""
+    return [JoinClick(decode_click(w.line.raw), w.line, True, search_logs=False) for w in waiting]

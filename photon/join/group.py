@@ -776,10 +776,10 @@ class GroupJoiner:
         return [part[n : n + _CHUNK] for part in (own, others) for n in range(0, len(part), _CHUNK)]
 
     @staticmethod
-    def reader_has_read(query_id: EventId, progress_us: int) -> bool:
-        """Whether the DC's query reader had provably read every query up to this
-        query's time: only then can the log-file map hold it."""
-        return query_id.ts_us <= progress_us
+    def reader_has_read(query_ts_us: int, progress_us: int) -> bool:
+        """Whether the DC's query reader had provably read every query up to a query
+        of this time: only then can the log-file map hold it."""
+        return query_ts_us <= progress_us
 
     def preferred_dc(self, click_id: str) -> str:
         """The DC that joins ``click_id`` when every DC is up (:func:`preferred_dc`)."""
@@ -913,7 +913,7 @@ class GroupJoiner:
                 and not click.from_retry
                 and now - query_id.ts_us < self.skip_fresh_logs_us
             )
-            readable = self.reader_has_read(query_id, reader_progress_us)
+            readable = self.reader_has_read(query_id.ts_us, reader_progress_us)
             if click.ours:  # registered by this batch's crashed try, which found its query
                 searched.add(str(query_id))
             elif fresh or not readable or not click.search_logs:

@@ -79,12 +79,15 @@ class PendingClick:
     #: Its last try came before the DC's query reader had read as far as its query's
     #: time (it was deferred to wake at the reader's progress, :meth:`RetryStore.defer`).
     behind_reader: bool = False
+    #: The query its last try looked for, as the store holds it (:meth:`RetryStore.due`);
+    #: None for a click not tried yet (new, held, put back by a recovery).
+    query_id: str | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # As a constructor call: pickled by the C pickler, not field by field (shipped
         # to and from Spark tasks by every batch).
         where = (self.file, self.offset, self.first_seen_us, self.attempts, self.behind_reader)
-        return (PendingClick, (self.click_id, self.raw, *where))
+        return (PendingClick, (self.click_id, self.raw, *where, self.query_id))
 
 
 class RetryStore:
@@ -92,6 +95,7 @@ class RetryStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.policy = policy
+        self._base_backoff_s: dict[int, float] = {}  # by attempts: the policy never changes
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -124,7 +128,10 @@ class RetryStore:
 
     def backoff_us(self, click_id: str, attempts: int) -> int:
         p = self.policy
-        base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
+        base = self._base_backoff_s.get(attempts)
+        if base is None:
+            base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
+            self._base_backoff_s[attempts] = base
         if not p.jitter:
             return max(1, int(base * _US))
         # CRC-32, not the shards' hash: the driver draws one for every click it defers,
@@ -165,6 +172,9 @@ class RetryStore:
         updates: list[tuple[object, ...]] = []  # the row's schedule alone
         ids = [c.click_id for c in pending]
         twice = len(set(ids)) != len(ids)  # in order, through the one statement that does all
+        # past_limits and backoff_us, inline: a Python call less a click, thousands a batch
+        max_attempts, max_age_us = self.policy.max_attempts, int(self.policy.max_age_s * _US)
+        backoff_us = self.backoff_us
         with self._transaction():
             # One read and one executemany a kind, not two statements a click: a backlog's
             # never-joinable clicks come back batch after batch (docs/join.md, "Local
@@ -178,12 +188,13 @@ class RetryStore:
                 current = PendingClick(
                     click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                if self.past_limits(current, now_us) and may_expire(click_id):
+                past_limits = attempts >= max_attempts and now_us - first_seen >= max_age_us
+                if past_limits and may_expire(click_id):
                     expired.append(current)
                     continue
                 query_id = queries.get(click_id)
                 known[click_id] = (first_seen, attempts, query_id or stored_query)
-                due = now_us + self.backoff_us(click_id, attempts)
+                due = now_us + backoff_us(click_id, attempts)
                 if stored is not None and not twice and query_id in (None, stored_query):
                     # Only its schedule changes: the narrow statement leaves the row's
                     # query (and the index over it) alone, a third cheaper.
@@ -324,7 +335,7 @@ class RetryStore:
         # what was due.
         rows = self._db.execute(
             "SELECT r.click_id, r.raw, r.file, r.offset, r.first_seen_us, r.attempts, "
-            "r.wake_progress_us IS NOT NULL FROM ("
+            "r.wake_progress_us IS NOT NULL, r.query_id FROM ("
             "SELECT * FROM (SELECT rowid AS id, due_us, click_id FROM retries "
             "WHERE due_us <= :now ORDER BY due_us, click_id LIMIT :limit) UNION ALL "
             "SELECT rowid AS id, due_us, click_id FROM retries INDEXED BY retries_wake "
@@ -333,7 +344,9 @@ class RetryStore:
             ") AS d JOIN retries AS r ON r.rowid = d.id ORDER BY d.due_us, d.click_id",
             {"now": now_us, "progress": reader_progress_us, "limit": limit},
         ).fetchall()
-        return [PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
+        return [
+            PendingClick(r[0], bytes(r[1]), r[2], r[3], r[4], r[5], bool(r[6]), r[7]) for r in rows
+        ]
 
     def waiting_for_queries(
         self, now_us: int, seen_from_us: int, seen_until_us: int, limit: int

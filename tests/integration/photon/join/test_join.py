@@ -20,6 +20,7 @@ import redis
 import structlog.testing
 
 from photon.events.records import ClickEvent, QuarantineRecord, Stream, decode_click, decode_line
+from photon.join import dispatcher
 from photon.join.dispatcher import BatchReport, GroupRunner
 from photon.join.group import GroupOutcome, GroupWork, JoinClick
 from photon.join.output import decode
@@ -492,11 +493,16 @@ def test_queries_the_reader_could_not_cache_are_searched_in_the_logs_at_once(
 
 
 def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], local_stack: LocalStack
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    local_stack: LocalStack,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The driver keeps a retried click back only while the cache lacks its query:
     the try on which the query is cached sends it to its group, which joins it. (The
-    cache may have lost queries, so some tries search the logs.)"""
+    cache may have lost queries, so some tries search the logs.) The driver decodes
+    a click it keeps back on the cache's word never: the retry store holds its query."""
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock)
@@ -504,18 +510,30 @@ def test_a_late_query_cached_on_a_try_kept_back_is_joined_on_that_try(
     forget_the_readers_look(local_stack, a)
     late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
     lost = len(manifest.never_joinable)
+    decoded: Counter[str] = Counter()
+
+    def counted_decode(raw: bytes) -> ClickEvent:
+        event = decode_click(raw)
+        decoded[str(event.click_id)] += 1
+        return event
+
+    monkeypatch.setattr(dispatcher, "decode_click", counted_decode)
     for n in range(1, 5):  # tries 1 and 4 search the logs; tries 2 and 3 are the driver's
         clock.now_us += 5 * S
         a.reader.publish_progress()
+        decoded.clear()
         report = a.joiner.process_retries()
         assert report is not None and report.kept_back == (lost if n in (2, 3) else 0)
+        assert sum(decoded.values()) == (0 if n in (2, 3) else lost)
     # The late query comes before try 5: the reader caches it (a query line like any other).
     a.joiner.cache.put_many({late_query: _late_query_line(root, late_query)})
     clock.now_us += 5 * S
     a.reader.publish_progress()
+    decoded.clear()
     report = a.joiner.process_retries()
     assert report is not None and report.joined == len(late_clicks)
     assert report.kept_back == lost - len(late_clicks)
+    assert sorted(decoded) == late_clicks and set(decoded.values()) == {1}
     joined = sorted(r["click_id"] for r in rows(store, "joined/") if r["click_id"] in late_clicks)
     assert joined == late_clicks
 
