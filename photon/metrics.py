@@ -7,9 +7,7 @@ counts, and nobody reads the counts.
 
 from __future__ import annotations
 
-import bisect
-from collections import Counter as Counts
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -191,27 +189,38 @@ REGISTRY_CLIENTS = RegistryClientCollector()
 REGISTRY.register(REGISTRY_CLIENTS)
 
 
-def observe_many(histogram: Histogram, values: Iterable[float]) -> None:
-    """``histogram.observe`` of each of ``values`` (a labelled child, no exemplars).
+def observe_many(histogram: Histogram, values: Sequence[float], per_unit: int = 1) -> None:
+    """``histogram.observe(value / per_unit)`` of each of ``values`` (a labelled child,
+    no exemplars).
 
     A joiner batch observes the latency of every click it joined: thousands a
     batch, each ``observe`` taking the child's lock once per bucket it touches.
-    Here each bucket and the sum move once for all of them. It relies on the
-    child's fields of the pinned ``prometheus_client`` (``_upper_bounds``,
-    ``_buckets``, ``_sum``: tests/unit/photon/test_metrics.py compares the
-    exposition with ``observe``'s) and falls back to ``observe`` without them.
+    Here each bucket and the sum move once for all of them, the buckets found by
+    one vectorized search (no Python call a value: the driver's, every batch). It
+    relies on the child's fields of the pinned ``prometheus_client``
+    (``_upper_bounds``, ``_buckets``, ``_sum``: tests/unit/photon/test_metrics.py
+    compares the exposition with ``observe``'s) and falls back to ``observe``
+    without them.
     """
     bounds = getattr(histogram, "_upper_bounds", None)
     buckets = getattr(histogram, "_buckets", None)
     total = getattr(histogram, "_sum", None)
     if bounds is None or buckets is None or total is None:
         for value in values:
-            histogram.observe(value)
+            histogram.observe(value / per_unit)
         return
-    observed = list(values)
-    if not observed:
+    if not len(values):
         return
-    counts = Counts(bisect.bisect_left(bounds, value) for value in observed)
-    total.inc(sum(observed))
-    for index, count in counts.items():
-        buckets[index].inc(count)
+    # Each value converted exactly (an int below 2**53) and divided once, correctly
+    # rounded: the float ``value / per_unit`` is, so a value on a bound counts where
+    # ``observe`` counts it.
+    import numpy as np  # here: every process imports this module, few observe many
+
+    observed = np.asarray(values, dtype=np.float64)
+    if per_unit != 1:
+        observed = observed / per_unit
+    total.inc(float(observed.sum()))
+    # ``observe`` counts a value in the first bucket whose bound is at least it.
+    counts = np.bincount(np.searchsorted(bounds, observed, side="left"), minlength=len(bounds))
+    for index in np.flatnonzero(counts):
+        buckets[index].inc(int(counts[index]))

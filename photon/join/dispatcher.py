@@ -1055,7 +1055,7 @@ class Dispatcher(GroupJoiner):
             if value:
                 metrics.CLICKS.labels(self.dc, outcome).inc(value)
         metrics.observe_many(
-            metrics.JOIN_LATENCY.labels(self.dc), (us / 1_000_000 for us in report.latencies_us)
+            metrics.JOIN_LATENCY.labels(self.dc), report.latencies_us, per_unit=1_000_000
         )
         self.totals.add(report)
         metrics.RETRIES_PENDING.labels(self.dc).set(self.retries.pending())

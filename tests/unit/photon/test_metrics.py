@@ -37,10 +37,34 @@ def test_observe_many_counts_every_bucket_and_the_sum_as_observe_does(
         child = histogram.labels("a")
         child.observe(1.5)  # what came before stays
         if observe:
-            observe_many(child, iter(every))
+            observe_many(child, every)
         else:
             for value in every:
                 child.observe(value)
+    expected, got = samples(one_by_one), samples(at_once)
+    assert expected.keys() == got.keys()
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-9, abs=1e-9), name
+
+
+@given(
+    st.lists(st.integers(0, 400_000_000), max_size=200),
+    st.lists(st.sampled_from([round(b * 1_000_000) for b in BUCKETS] + [0, 1]), max_size=20),
+)
+def test_observe_many_of_microseconds_counts_as_observe_of_seconds(
+    values: list[int], on_bounds: list[int]
+) -> None:
+    """Latencies in microseconds (the joiner's), observed in seconds: each divided as
+    ``observe(us / 1_000_000)`` would be, so one on a bound counts in that bucket."""
+    every = values + on_bounds
+    one_by_one, at_once = CollectorRegistry(), CollectorRegistry()
+    for registry, observe in ((one_by_one, False), (at_once, True)):
+        child = Histogram("lat", "latency", ["dc"], buckets=BUCKETS, registry=registry).labels("a")
+        if observe:
+            observe_many(child, every, per_unit=1_000_000)
+        else:
+            for value in every:
+                child.observe(value / 1_000_000)
     expected, got = samples(one_by_one), samples(at_once)
     assert expected.keys() == got.keys()
     for name, value in expected.items():
