@@ -978,7 +978,7 @@ class Dispatcher(GroupJoiner):
         """Add the due clicks to ``clicks``, decoded, but for those (returned, unless
         ``decode_all``) the store knows the query of and whose try would not search
         the logs: most are kept back on the cache's word alone (:meth:`_keep_back`),
-        and their times are in their ids (docs/join.md, "Local state")."""
+        and their times are in their ids (docs/join.md, "One joiner batch")."""
         present = {c.line.click_id for c in clicks}
         unread: list[Waiting] = []
         for item in self.retries.due(now, self.max_retries_per_batch, progress_us):
