@@ -63,8 +63,8 @@ def test_observe_many_of_microseconds_counts_as_observe_of_seconds(
         if observe:
             observe_many(child, every, per_unit=1_000_000)
         else:
-            for value in every:
-                child.observe(value / 1_000_000)
+            for us in every:
+                child.observe(us / 1_000_000)
     expected, got = samples(one_by_one), samples(at_once)
     assert expected.keys() == got.keys()
     for name, value in expected.items():
