@@ -95,7 +95,6 @@ class RetryStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.policy = policy
-        self._base_backoff_s: dict[int, float] = {}  # by attempts: the policy never changes
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -128,10 +127,7 @@ class RetryStore:
 
     def backoff_us(self, click_id: str, attempts: int) -> int:
         p = self.policy
-        base = self._base_backoff_s.get(attempts)
-        if base is None:
-            base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
-            self._base_backoff_s[attempts] = base
+        base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
         if not p.jitter:
             return max(1, int(base * _US))
         # CRC-32, not the shards' hash: the driver draws one for every click it defers,
@@ -172,9 +168,6 @@ class RetryStore:
         updates: list[tuple[object, ...]] = []  # the row's schedule alone
         ids = [c.click_id for c in pending]
         twice = len(set(ids)) != len(ids)  # in order, through the one statement that does all
-        # past_limits and backoff_us, inline: a Python call less a click, thousands a batch
-        max_attempts, max_age_us = self.policy.max_attempts, int(self.policy.max_age_s * _US)
-        backoff_us = self.backoff_us
         with self._transaction():
             # One read and one executemany a kind, not two statements a click: a backlog's
             # never-joinable clicks come back batch after batch (docs/join.md, "Local
@@ -188,13 +181,12 @@ class RetryStore:
                 current = PendingClick(
                     click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                past_limits = attempts >= max_attempts and now_us - first_seen >= max_age_us
-                if past_limits and may_expire(click_id):
+                if self.past_limits(current, now_us) and may_expire(click_id):
                     expired.append(current)
                     continue
                 query_id = queries.get(click_id)
                 known[click_id] = (first_seen, attempts, query_id or stored_query)
-                due = now_us + backoff_us(click_id, attempts)
+                due = now_us + self.backoff_us(click_id, attempts)
                 if stored is not None and not twice and query_id in (None, stored_query):
                     # Only its schedule changes: the narrow statement leaves the row's
                     # query (and the index over it) alone, a third cheaper.
