@@ -33,9 +33,14 @@ MAX_PID = 2**32 - 1
 _DIGITS = re.compile(r"[1-9][0-9]*")
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
 _IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
-#: The whole canonical id at once (every line of every stream carries one or two): one
-#: match, not a split, three matches and the constructor's own check of the address.
-_EVENT_ID = re.compile(rf"({_OCTET}(?:\.{_OCTET}){{3}}):([1-9][0-9]*):([1-9][0-9]*)")
+#: The whole id at once (every line of every stream carries one or two): one match, not
+#: a split and three. The address part is only digits and dots of a dotted quad's length
+#: here; :data:`_IPV4` checks it, once an address (:func:`_canonical_ip`).
+_EVENT_ID = re.compile(r"([0-9.]{7,15}):([1-9][0-9]*):([1-9][0-9]*)")
+#: Addresses checked canonical: a deployment has a few thousand servers at most.
+_CANONICAL_IPS: set[str] = set()
+_CANONICAL_IPS_MAX = 1 << 16
+_NEW = object.__new__
 
 
 class InvalidEventIdError(RegistryError, ValueError):
@@ -65,12 +70,15 @@ class EventId:
         if match is None:
             raise cls._why_not(text)
         ip, pid_text, ts_text = match.groups()
+        if ip not in _CANONICAL_IPS:
+            _canonical_ip(ip)
         pid, ts_us = int(pid_text), int(ts_text)
-        _check_ranges(pid, ts_us)
+        if not (0 < pid <= MAX_PID and MIN_TS_US <= ts_us < MAX_TS_US):
+            _check_ranges(pid, ts_us)  # raises, saying which
         # The match checked the address: built without __post_init__ checking it again,
         # each slot set through its descriptor (the parse a quarter cheaper than with
         # object.__setattr__ by name; every line of every stream carries one or two ids).
-        event_id = object.__new__(cls)
+        event_id = _NEW(cls)
         _SET_SERVER_IP(event_id, ip)
         _SET_PID(event_id, pid)
         _SET_TS_US(event_id, ts_us)
@@ -128,6 +136,14 @@ def _check_ranges(pid: int, ts_us: int) -> None:
         raise InvalidEventIdError(f"pid {pid} is outside 1..{MAX_PID}")
     if not MIN_TS_US <= ts_us < MAX_TS_US:
         raise InvalidEventIdError(f"timestamp {ts_us} is not microseconds between 2000 and 2200")
+
+
+def _canonical_ip(ip: str) -> None:
+    """Check ``ip`` and remember it (the set emptied when full: it only saves checks)."""
+    _check_ip(ip)
+    if len(_CANONICAL_IPS) >= _CANONICAL_IPS_MAX:
+        _CANONICAL_IPS.clear()
+    _CANONICAL_IPS.add(ip)
 
 
 def _check_ip(ip: str) -> None:

@@ -143,15 +143,48 @@ class QuarantineRecord:
 Event = QueryEvent | ClickEvent
 
 
+# Every line of every stream is decoded into one of these: built through the slots'
+# descriptors, not the frozen dataclasses' ``__init__`` (which sets each field by name
+# through ``object.__setattr__``): a third of the cost, from values already checked.
+_NEW = object.__new__
+_SET_QUERY_ID = vars(QueryEvent)["query_id"].__set__
+_SET_QUERY_FIELDS = vars(QueryEvent)["fields"].__set__
+_SET_CLICK_ID = vars(ClickEvent)["click_id"].__set__
+_SET_CLICKS_QUERY_ID = vars(ClickEvent)["query_id"].__set__
+_SET_CLICK_FIELDS = vars(ClickEvent)["fields"].__set__
+
+
+def _query_event(query_id: EventId, fields: dict[str, Any]) -> QueryEvent:
+    query: QueryEvent = _NEW(QueryEvent)
+    _SET_QUERY_ID(query, query_id)
+    _SET_QUERY_FIELDS(query, fields)
+    return query
+
+
 def decode_query(raw: bytes) -> QueryEvent:
     obj = _load_object(raw)
-    return QueryEvent(query_id=_required_id(obj, "query_id"), fields=obj)
+    return _query_event(_required_id(obj, "query_id"), obj)
+
+
+def decode_query_of(raw: bytes, query_id: EventId) -> QueryEvent | None:
+    """The query ``raw`` holds if its ``query_id`` is ``query_id``, else None (a line
+    that is not a query, or another query's): what :func:`decode_query` and a
+    comparison of the ids give, without parsing an id known already (the same text as
+    a canonical id's is that id)."""
+    try:
+        obj = _load_object(raw)
+    except BadLineError:
+        return None
+    return _query_event(query_id, obj) if obj.get("query_id") == str(query_id) else None
 
 
 def decode_click(raw: bytes) -> ClickEvent:
     obj = _load_object(raw)
-    click_id = _required_id(obj, "click_id")
-    return ClickEvent(click_id=click_id, query_id=_required_id(obj, "query_id"), fields=obj)
+    click = _NEW(ClickEvent)
+    _SET_CLICK_ID(click, _required_id(obj, "click_id"))
+    _SET_CLICKS_QUERY_ID(click, _required_id(obj, "query_id"))
+    _SET_CLICK_FIELDS(click, obj)
+    return click
 
 
 def decode_line(stream: Stream, file: str, offset: int, raw: bytes) -> Event | QuarantineRecord:

@@ -42,7 +42,7 @@ from photon.events.records import (
     decode_line,
 )
 from photon.heap import collector_paused
-from photon.join.retry import PendingClick
+from photon.join.retry import PendingClick, pending_click
 from photon.logs.ranges import FileRange, read_range, report_record
 from photon.logs.reader import LogLine
 from registry.sharding import stable_hash
@@ -111,8 +111,9 @@ class GroupLines:
 
 def read_group(reads: GroupReads) -> GroupLines:
     """Read the batch's ranges and decode the lines of ``reads.group``."""
-    own: list[LogLine] = []
+    own: list[tuple[str, int, bytes]] = []  # (file, offset, raw): no LogLine a line
     reports: list[QuarantineRecord] = []
+    groups, group = reads.groups, reads.group
     with collector_paused():  # a few objects a line, none of them garbage
         for part in reads.ranges:
             for rows in read_range(part):
@@ -122,22 +123,34 @@ def read_group(reads: GroupReads) -> GroupLines:
                         for offset, raw in zip(rows.offsets, rows.raws, strict=True)
                     )
                     continue
-                for offset, raw in zip(rows.offsets, rows.raws, strict=True):
-                    if line_group(raw, reads.groups) == reads.group:
-                        own.append(LogLine(rows.file, offset, raw))
-        own.sort(key=lambda line: (line.file, line.offset))
-        decoded = decode_lines(own)
+                file = rows.file
+                own += (
+                    (file, offset, raw)
+                    for offset, raw in zip(rows.offsets, rows.raws, strict=True)
+                    if line_group(raw, groups) == group
+                )
+        own.sort(key=_where)
+        decoded = _decoded(own)
     decoded.reports = reports
     return decoded
+
+
+def _where(line: tuple[str, int, bytes]) -> tuple[str, int]:
+    return line[0], line[1]
 
 
 def decode_lines(lines: Sequence[LogLine]) -> GroupLines:
     """Lines' clicks, once each (log shipping duplicates lines: the first is kept), and
     their bad lines as quarantine records."""
+    return _decoded([(line.file, line.offset, line.raw) for line in lines])
+
+
+def _decoded(lines: Sequence[tuple[str, int, bytes]]) -> GroupLines:
+    """:func:`decode_lines` of (file, offset, raw) triples."""
     clicks: dict[str, tuple[ClickEvent, PendingClick]] = {}
     out = GroupLines(lines=len(lines))
-    for line in lines:
-        decoded = decode_line(Stream.CLICKS, line.file, line.offset, line.raw)
+    for file, offset, raw in lines:
+        decoded = decode_line(Stream.CLICKS, file, offset, raw)
         if isinstance(decoded, QuarantineRecord):
             out.quarantined.append(decoded)
             continue
@@ -146,6 +159,6 @@ def decode_lines(lines: Sequence[LogLine]) -> GroupLines:
         if key in clicks:
             out.duplicates += 1
             continue
-        clicks[key] = (decoded, PendingClick(key, line.raw, line.file, line.offset))
+        clicks[key] = (decoded, pending_click(key, raw, file, offset))
     out.clicks = list(clicks.values())
     return out

@@ -58,7 +58,7 @@ from photon.events.records import (
     QueryEvent,
     Stream,
     decode_click,
-    decode_query,
+    decode_query_of,
 )
 from photon.faults import NO_FAULTS, FaultInjector
 from photon.heap import collector_paused
@@ -68,7 +68,7 @@ from photon.join.cache import CacheEventStore
 from photon.join.eventstore import EventStore
 from photon.join.logstore import LogsEventStore
 from photon.join.output import JOINED_BASE, UNFIT, OutputWriter, check_rows, event_hour
-from photon.join.retry import PendingClick
+from photon.join.retry import PendingClick, pending_click
 from registry import IdRegistry, LookupResult, RegisterResult
 from registry.sharding import stable_hash
 
@@ -271,7 +271,7 @@ def _unpacked_click(
     click_id: str, raw: bytes, file: str, offset: int, first_seen_us: int, attempts: int, flags: int
 ) -> JoinClick:
     behind_reader = bool(flags & _BEHIND_READER)
-    line = PendingClick(click_id, raw, file, offset, first_seen_us, attempts, behind_reader)
+    line = pending_click(click_id, raw, file, offset, first_seen_us, attempts, behind_reader)
     return JoinClick(
         decode_click(raw),
         line,
@@ -879,11 +879,12 @@ class GroupJoiner:
         store: EventStore, query_ids: Iterable[EventId], found: dict[str, QueryEvent]
     ) -> int:
         """Adds to ``found`` the queries ``store`` has (and that decode); how many."""
+        asked = {str(query_id): query_id for query_id in query_ids}
         added = 0
-        for query_id, raw in store.find_many(query_ids).items():
-            query = _decode_query(raw, query_id)
+        for key, raw in store.find_many(asked.values()).items():
+            query = decode_query_of(raw, asked[key])
             if query is not None:
-                found[query_id] = query
+                found[key] = query
                 added += 1
         return added
 
@@ -975,14 +976,6 @@ def _click_us(click: JoinClick) -> int:
 
 def _unwritten(rows: list[dict[str, Any]], written: set[str]) -> list[dict[str, Any]]:
     return [r for r in rows if r["click_id"] not in written]
-
-
-def _decode_query(raw: bytes, query_id: str) -> QueryEvent | None:
-    try:
-        query = decode_query(raw)
-    except ValueError:
-        return None
-    return query if str(query.query_id) == query_id else None
 
 
 def _hours(rows: list[dict[str, Any]]) -> set[str]:

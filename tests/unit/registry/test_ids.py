@@ -126,3 +126,18 @@ def test_a_parsed_id_equals_a_built_one_and_keeps_its_text() -> None:
     assert again == parsed and str(again) == text
     changed = dataclasses.replace(parsed, pid=7)
     assert str(changed) == "10.1.2.3:7:1767225600123456"  # its own text, not the old one
+
+
+def test_the_checked_addresses_kept_stay_bounded_and_never_admit_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import registry.ids as ids
+
+    monkeypatch.setattr(ids, "_CANONICAL_IPS", set())
+    monkeypatch.setattr(ids, "_CANONICAL_IPS_MAX", 2)
+    for n in range(5):
+        assert EventId.parse(f"10.0.0.{n}:1:1767225600123456").server_ip == f"10.0.0.{n}"
+        assert len(ids._CANONICAL_IPS) <= 2
+        with pytest.raises(InvalidEventIdError, match="canonical IPv4"):
+            EventId.parse(f"10.0.0.0{n}:1:1767225600123456")
+    assert not any(ip.startswith("10.0.0.0") and len(ip) > 8 for ip in ids._CANONICAL_IPS)

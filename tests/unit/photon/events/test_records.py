@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from photon.events.ids import EventId
 from photon.events.records import (
@@ -13,7 +16,10 @@ from photon.events.records import (
     QuarantineRecord,
     QueryEvent,
     Stream,
+    decode_click,
     decode_line,
+    decode_query,
+    decode_query_of,
 )
 
 pytestmark = pytest.mark.unit
@@ -111,3 +117,44 @@ def test_joined_record_carries_the_required_columns() -> None:
         "joined_at_us": 1767225606000000,
         "ad_id": "ad7",
     }
+
+
+_OTHER_QID = "10.1.0.1:4242:1767225600999999"
+
+
+@given(
+    st.sampled_from([QID, _OTHER_QID, "10.01.0.1:4242:1767225600123456", "", 7, None, "missing"]),
+    st.sampled_from(["json", "not json", "array"]),
+)
+def test_a_query_decoded_for_its_id_is_what_decoding_and_comparing_give(
+    value: object, shape: str
+) -> None:
+    """decode_query_of skips the parse of an id it knows; it answers as decode_query
+    and a comparison of the ids do, for any line."""
+    fields = {"query": "shoes"} | ({} if value == "missing" else {"query_id": value})
+    raw = {
+        "json": json.dumps(fields).encode(),
+        "not json": b'{"query_id": "' + str(value).encode() + b'"',
+        "array": json.dumps([fields]).encode(),
+    }[shape]
+    query_id = EventId.parse(QID)
+    try:
+        decoded: QueryEvent | None = decode_query(raw)
+    except ValueError:
+        decoded = None
+    expected = decoded if decoded is not None and decoded.query_id == query_id else None
+    got = decode_query_of(raw, query_id)
+    assert got == expected
+    if got is not None:
+        assert str(got.query_id) == QID and got.fields == fields
+
+
+def test_events_built_past_init_equal_the_ones_init_builds() -> None:
+    raw = json.dumps({"click_id": CID, "query_id": QID, "ad_id": "ad7"}).encode()
+    click = decode_click(raw)
+    fields = json.loads(raw)
+    assert click == ClickEvent(EventId.parse(CID), EventId.parse(QID), fields)
+    query = decode_query(json.dumps({"query_id": QID}).encode())
+    assert query == QueryEvent(EventId.parse(QID), {"query_id": QID})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        click.fields = {}  # type: ignore[misc]

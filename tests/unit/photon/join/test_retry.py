@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.join.retry import PendingClick, RetryStore
+from photon.join.retry import PendingClick, RetryStore, pending_click
 from photon.settings import RetrySettings
 
 pytestmark = pytest.mark.unit
@@ -351,3 +351,17 @@ def test_a_store_made_before_clicks_kept_their_query_id_still_opens(tmp_path: Pa
     )
     assert store.waiting_for_queries(0, 0, 10, 10) == []  # no query id: its timer wakes it
     assert [c.click_id for c in store.due(5, 10)] == [click(1).click_id]
+
+
+@pytest.mark.parametrize("query_id", [None, "10.1.0.1:4242:1767225600123456"])
+def test_a_pending_click_built_past_init_is_the_one_init_builds(query_id: str | None) -> None:
+    import dataclasses
+    import pickle
+
+    args = ("10.2.0.1:7:1767225605000000", b'{"x":1}', "c.log", 12, 5, 2, True, query_id)
+    fast, slow = pending_click(*args), PendingClick(*args)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert pending_click(*args[:4]) == PendingClick(*args[:4])
+    assert pickle.loads(pickle.dumps(fast)) == slow  # noqa: S301 (bytes it just wrote)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.attempts = 3  # type: ignore[misc]
