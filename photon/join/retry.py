@@ -214,7 +214,7 @@ class RetryStore:
                 stored = known.get(click_id)
                 first_seen, attempts, stored_query = stored or (now_us, 0, None)
                 attempts += 1
-                current = PendingClick(
+                current = pending_click(
                     click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
                 if self.past_limits(current, now_us) and may_expire(click_id):
