@@ -75,7 +75,7 @@ class EventId:
         pid, ts_us = int(pid_text), int(ts_text)
         if not (0 < pid <= MAX_PID and MIN_TS_US <= ts_us < MAX_TS_US):
             _check_ranges(pid, ts_us)  # raises, saying which
-        # The match checked the address: built without __post_init__ checking it again,
+        # The address is checked (above): built without __post_init__ checking it again,
         # each slot set through its descriptor (the parse a quarter cheaper than with
         # object.__setattr__ by name; every line of every stream carries one or two ids).
         event_id = _NEW(cls)
