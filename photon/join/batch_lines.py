@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from photon.events.records import (
     ClickEvent,
@@ -129,14 +130,10 @@ def read_group(reads: GroupReads) -> GroupLines:
                     for offset, raw in zip(rows.offsets, rows.raws, strict=True)
                     if line_group(raw, groups) == group
                 )
-        own.sort(key=_where)
+        own.sort(key=itemgetter(0, 1))  # by file, then offset
         decoded = _decoded(own)
     decoded.reports = reports
     return decoded
-
-
-def _where(line: tuple[str, int, bytes]) -> tuple[str, int]:
-    return line[0], line[1]
 
 
 def decode_lines(lines: Sequence[LogLine]) -> GroupLines:
