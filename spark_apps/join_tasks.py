@@ -54,6 +54,7 @@ from photon.join.runtime import build_group_joiner
 from photon.logs.ranges import FileRange
 from photon.settings import PhotonSettings
 from spark_apps.plan_channel import PlanAddress, PlanServer, ask_plan
+from spark_apps.worker_arrow import pandas_hidden
 from spark_apps.worker_heap import freeze_once
 
 #: This Python worker's group joiners, by (dc, attempt, settings): built on a worker's
@@ -101,6 +102,10 @@ def _join_partition(
     settings_key = settings.model_dump_json()
 
     def join(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
+        with pandas_hidden():  # pyarrow's conversions would import it (worker_arrow)
+            yield from _joined(works)
+
+    def _joined(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
         joiner = _group_joiner(settings, settings_key, dc, attempt, driver_pid)
         context = TaskContext.get()
         task_attempt = context.attemptNumber() if context is not None else 0
@@ -140,6 +145,10 @@ def _prestarted_partition(
     settings_key = settings.model_dump_json()
 
     def join(items: Iterable[tuple[str, GroupReads]]) -> Iterator[GroupOutcome | None]:
+        with pandas_hidden():  # as _join_partition's tasks
+            yield from _joined(items)
+
+    def _joined(items: Iterable[tuple[str, GroupReads]]) -> Iterator[GroupOutcome | None]:
         joiner = _group_joiner(settings, settings_key, dc, attempt, driver_pid)
         context = TaskContext.get()
         task_attempt = context.attemptNumber() if context is not None else 0

@@ -1,14 +1,16 @@
-"""A group task joins its groups with the cyclic collector paused, and leaves it as it was."""
+"""A group task joins its groups with the cyclic collector paused and pandas hidden from
+pyarrow, and leaves both as they were."""
 
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any
 
 import pytest
 
 from photon.settings import PhotonSettings
-from spark_apps import join_tasks
+from spark_apps import join_tasks, worker_arrow
 
 pytestmark = pytest.mark.unit
 
@@ -22,9 +24,11 @@ class _RecordingJoiner:
 
     def __init__(self) -> None:
         self.collecting: list[bool] = []
+        self.pandas_hidden: list[bool] = []
 
     def join(self, work: _Work) -> str:
         self.collecting.append(gc.isenabled())
+        self.pandas_hidden.append(worker_arrow._FINDER in sys.meta_path)
         return f"outcome of try {work.task_attempt}"
 
 
@@ -66,3 +70,12 @@ def test_a_task_leaves_a_collector_that_was_off_off(joiner: _RecordingJoiner) ->
     gc.disable()
     _task([_Work()])
     assert not gc.isenabled()
+
+
+def test_a_task_joins_its_groups_with_pandas_hidden_from_pyarrow(
+    joiner: _RecordingJoiner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, worker_arrow.PANDAS, raising=False)  # as in a new worker
+    _task([_Work(), _Work()])
+    assert joiner.pandas_hidden == [True, True]
+    assert worker_arrow._FINDER not in sys.meta_path
