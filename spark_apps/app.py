@@ -35,6 +35,7 @@ from photon.settings import PhotonSettings
 from spark_apps import streaming
 from spark_apps.contracts import RESTARTS_ENV, write_summary
 from spark_apps.session import photon_session
+from spark_apps.without_pandas import pandas_hidden
 from spark_apps.worker_heap import freeze_once
 
 log = structlog.get_logger(__name__)
@@ -113,26 +114,10 @@ def run_apps(
     results: dict[str, streaming.RunSummary] = {}
     errors: list[BaseException] = []
     try:
-        for stream in streams:
-            if stream.prepare is not None:
-                stream.prepare(spark)
-        # The session, the apps' clients and settings live as long as the process: out of
-        # the way of every later collection (as a Python worker's, spark_apps/worker_heap.py).
-        freeze_once("app driver")
-        threads = [
-            threading.Thread(
-                target=_stream_thread,
-                args=(spark, settings, stream, streams, results, errors),
-                name=f"stream-{stream.app}",
-            )
-            for stream in streams
-        ]
-        with streaming.stop_on_signals(*(s.stop for s in streams)):
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():  # joined in steps: the main thread takes signals
-                    thread.join(timeout=0.5)
+        # pyarrow would import pandas at the driver's first conversion: in the query
+        # reader's first batch, which the joiner's waits for (spark_apps/without_pandas.py).
+        with pandas_hidden():
+            _run_streams(spark, settings, streams, results, errors)
     finally:
         spark.stop()
     if errors:
@@ -150,6 +135,36 @@ def run_apps(
         log.info("app.stop", **data)
         summaries.append(data)
     return summaries
+
+
+def _run_streams(
+    spark: SparkSession,
+    settings: PhotonSettings,
+    streams: Sequence[AppStream],
+    results: dict[str, streaming.RunSummary],
+    errors: list[BaseException],
+) -> None:
+    """Each stream in a thread of its own, until all have stopped."""
+    for stream in streams:
+        if stream.prepare is not None:
+            stream.prepare(spark)
+    # The session, the apps' clients and settings live as long as the process: out of
+    # the way of every later collection (as a Python worker's, spark_apps/worker_heap.py).
+    freeze_once("app driver")
+    threads = [
+        threading.Thread(
+            target=_stream_thread,
+            args=(spark, settings, stream, streams, results, errors),
+            name=f"stream-{stream.app}",
+        )
+        for stream in streams
+    ]
+    with streaming.stop_on_signals(*(s.stop for s in streams)):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():  # joined in steps: the main thread takes signals
+                thread.join(timeout=0.5)
 
 
 def lag_gauges(app: str, parts: AppParts) -> Callable[[], None]:

@@ -54,7 +54,7 @@ from photon.join.runtime import build_group_joiner
 from photon.logs.ranges import FileRange
 from photon.settings import PhotonSettings
 from spark_apps.plan_channel import PlanAddress, PlanServer, ask_plan
-from spark_apps.worker_arrow import pandas_hidden
+from spark_apps.without_pandas import pandas_hidden
 from spark_apps.worker_heap import freeze_once
 
 #: This Python worker's group joiners, by (dc, attempt, settings): built on a worker's
@@ -102,7 +102,7 @@ def _join_partition(
     settings_key = settings.model_dump_json()
 
     def join(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
-        with pandas_hidden():  # pyarrow's conversions would import it (worker_arrow)
+        with pandas_hidden():  # pyarrow's conversions would import it (without_pandas)
             yield from _joined(works)
 
     def _joined(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:

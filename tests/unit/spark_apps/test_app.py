@@ -1,11 +1,13 @@
 """An app process's streams, with stand-in streams in place of Spark's queries: who stops
-whom, what each app's summary says, and a failure ending the process."""
+whom, what each app's summary says, a failure ending the process, and pandas hidden
+from pyarrow while they run."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from photon.join.runtime import AppParts
 from photon.settings import PhotonSettings, PipelineSettings
 from photon.tooling.runs import wait_until
 from spark_apps import app as app_module
-from spark_apps import streaming
+from spark_apps import streaming, without_pandas
 from spark_apps.app import AppStream, run_apps
 
 pytestmark = pytest.mark.unit
@@ -106,3 +108,21 @@ def test_a_signal_stops_every_stream(
     threading.Thread(target=terminate_once_handled, daemon=True).start()
     summaries = run_apps(NO_METRICS, "photon-pipeline-a", streams)
     assert [s["stopped_by"] for s in summaries] == ["signal", "signal"]
+
+
+def test_the_streams_run_with_pandas_hidden_from_pyarrow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: StandInSession
+) -> None:
+    monkeypatch.delitem(sys.modules, without_pandas.PANDAS, raising=False)  # a new driver
+    hidden: list[bool] = []
+
+    def run(_spark: object, _options: object, _handle: object, stop: streaming.Stop,
+            *, query_name: str, **_: object) -> streaming.RunSummary:  # fmt: skip
+        hidden.append(without_pandas._FINDER in sys.meta_path)
+        return streaming.RunSummary(stopped_by="idle for 1.0 s")
+
+    monkeypatch.setattr(streaming, "run", run)
+    run_apps(NO_METRICS, "photon-pipeline-a", [stream(tmp_path, QUERY_READER)])
+    assert hidden == [True]  # the reader's first batch converts its lines without it
+    assert without_pandas._FINDER not in sys.meta_path
+    assert session.stopped

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from photon.settings import PhotonSettings
-from spark_apps import join_tasks, worker_arrow
+from spark_apps import join_tasks, without_pandas
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ class _RecordingJoiner:
 
     def join(self, work: _Work) -> str:
         self.collecting.append(gc.isenabled())
-        self.pandas_hidden.append(worker_arrow._FINDER in sys.meta_path)
+        self.pandas_hidden.append(without_pandas._FINDER in sys.meta_path)
         return f"outcome of try {work.task_attempt}"
 
 
@@ -75,7 +75,7 @@ def test_a_task_leaves_a_collector_that_was_off_off(joiner: _RecordingJoiner) ->
 def test_a_task_joins_its_groups_with_pandas_hidden_from_pyarrow(
     joiner: _RecordingJoiner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delitem(sys.modules, worker_arrow.PANDAS, raising=False)  # as in a new worker
+    monkeypatch.delitem(sys.modules, without_pandas.PANDAS, raising=False)  # as in a new worker
     _task([_Work(), _Work()])
     assert joiner.pandas_hidden == [True, True]
-    assert worker_arrow._FINDER not in sys.meta_path
+    assert without_pandas._FINDER not in sys.meta_path

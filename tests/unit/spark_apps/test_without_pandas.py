@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 _A_TASK_S_ARROW = textwrap.dedent(
     """
     import json, sys
-    from spark_apps.worker_arrow import pandas_hidden
+    from spark_apps.without_pandas import pandas_hidden
     from photon.join.output import check_rows, decode, encode, encode_table
 
     rows = [
@@ -62,10 +62,10 @@ def _run(code: str) -> str:
 def test_pandas_is_hidden_only_inside_the_outermost_block() -> None:
     code = """
         import sys
-        from spark_apps import worker_arrow
-        with worker_arrow.pandas_hidden() as hid:
+        from spark_apps import without_pandas
+        with without_pandas.pandas_hidden() as hid:
             assert hid is True
-            with worker_arrow.pandas_hidden() as inner:
+            with without_pandas.pandas_hidden() as inner:
                 assert inner is False  # the enclosing block hides it
                 try:
                     import pandas
@@ -73,9 +73,9 @@ def test_pandas_is_hidden_only_inside_the_outermost_block() -> None:
                     pass
                 else:
                     raise AssertionError("pandas imported while hidden")
-            assert worker_arrow._FINDER in sys.meta_path  # the inner block left it hidden
+            assert without_pandas._FINDER in sys.meta_path  # the inner block left it hidden
             import json  # anything else imports as ever
-        assert worker_arrow._FINDER not in sys.meta_path
+        assert without_pandas._FINDER not in sys.meta_path
         import pandas
         print("ok")
         """
@@ -85,15 +85,15 @@ def test_pandas_is_hidden_only_inside_the_outermost_block() -> None:
 def test_an_imported_pandas_is_not_hidden_and_a_failing_block_unhides() -> None:
     code = """
         import sys
-        from spark_apps import worker_arrow
+        from spark_apps import without_pandas
         try:
-            with worker_arrow.pandas_hidden():
+            with without_pandas.pandas_hidden():
                 raise RuntimeError("a task fails")
         except RuntimeError:
             pass
-        assert worker_arrow._FINDER not in sys.meta_path
+        assert without_pandas._FINDER not in sys.meta_path
         import pandas
-        with worker_arrow.pandas_hidden() as hid:
+        with without_pandas.pandas_hidden() as hid:
             assert hid is False  # imported already: whatever imported it may use it
             import pandas.api.types
         print("ok")
