@@ -54,7 +54,7 @@ from photon.join.runtime import build_group_joiner
 from photon.logs.ranges import FileRange
 from photon.settings import PhotonSettings
 from spark_apps.plan_channel import PlanAddress, PlanServer, ask_plan
-from spark_apps.without_pandas import pandas_hidden
+from spark_apps.without_pandas import with_pandas_hidden
 from spark_apps.worker_heap import freeze_once
 
 #: This Python worker's group joiners, by (dc, attempt, settings): built on a worker's
@@ -102,10 +102,6 @@ def _join_partition(
     settings_key = settings.model_dump_json()
 
     def join(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
-        with pandas_hidden():  # pyarrow's conversions would import it (without_pandas)
-            yield from _joined(works)
-
-    def _joined(works: Iterable[GroupWork]) -> Iterator[GroupOutcome]:
         joiner = _group_joiner(settings, settings_key, dc, attempt, driver_pid)
         context = TaskContext.get()
         task_attempt = context.attemptNumber() if context is not None else 0
@@ -117,7 +113,7 @@ def _join_partition(
                 work.task_attempt = task_attempt
                 yield joiner.join(work)
 
-    return join
+    return with_pandas_hidden(join)  # pyarrow would import it (spark_apps/without_pandas.py)
 
 
 def spark_group_runner(
@@ -145,10 +141,6 @@ def _prestarted_partition(
     settings_key = settings.model_dump_json()
 
     def join(items: Iterable[tuple[str, GroupReads]]) -> Iterator[GroupOutcome | None]:
-        with pandas_hidden():  # as _join_partition's tasks
-            yield from _joined(items)
-
-    def _joined(items: Iterable[tuple[str, GroupReads]]) -> Iterator[GroupOutcome | None]:
         joiner = _group_joiner(settings, settings_key, dc, attempt, driver_pid)
         context = TaskContext.get()
         task_attempt = context.attemptNumber() if context is not None else 0
@@ -165,7 +157,7 @@ def _prestarted_partition(
                 work.preread = read
                 yield joiner.join(work)
 
-    return join
+    return with_pandas_hidden(join)
 
 
 class _Prestarted:

@@ -32,9 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import TypeVar
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 #: The module pyarrow looks for.
 PANDAS = "pandas"
@@ -70,3 +74,16 @@ def pandas_hidden() -> Iterator[bool]:
         yield True
     finally:
         sys.meta_path.remove(_FINDER)
+
+
+def with_pandas_hidden(
+    task: Callable[[Iterable[_In]], Iterator[_Out]],
+) -> Callable[[Iterable[_In]], Iterator[_Out]]:
+    """A partition's task (``mapPartitions``) that runs with pandas hidden, and only
+    while it runs: between tasks the worker is as it was."""
+
+    def run(items: Iterable[_In]) -> Iterator[_Out]:
+        with pandas_hidden():
+            yield from task(items)
+
+    return run
