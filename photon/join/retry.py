@@ -148,6 +148,10 @@ class RetryStore:
         )
         # a store made before the due order's index held the click id: one index to keep
         self._db.execute("DROP INDEX IF EXISTS retries_due")
+        # The backoff before the jitter, by attempt (the policy is frozen): the driver
+        # draws one for every click it defers, ~1,000 a batch on a backlog.
+        self._backoff_base_s: dict[int, float] = {}
+        self._max_age_us = int(policy.max_age_s * _US)
 
     def _add_columns(self, table: str, columns: Sequence[str]) -> None:
         """Add each of ``columns`` (``name`` for a nullable integer, or ``name TYPE``)
@@ -163,7 +167,10 @@ class RetryStore:
 
     def backoff_us(self, click_id: str, attempts: int) -> int:
         p = self.policy
-        base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
+        base = self._backoff_base_s.get(attempts)
+        if base is None:
+            base = min(p.initial_backoff_s * p.multiplier ** max(0, attempts - 1), p.max_backoff_s)
+            self._backoff_base_s[attempts] = base
         if not p.jitter:
             return max(1, int(base * _US))
         # CRC-32, not the shards' hash: the driver draws one for every click it defers,
@@ -209,6 +216,9 @@ class RetryStore:
             # never-joinable clicks come back batch after batch (docs/join.md, "Local
             # state"). ``known`` follows the writes, so a click given twice counts twice.
             known = self._sightings(ids)
+            max_attempts, max_age_us, backoff_us = (
+                self.policy.max_attempts, self._max_age_us, self.backoff_us
+            )  # fmt: skip
             for click in pending:
                 click_id = click.click_id
                 stored = known.get(click_id)
@@ -217,12 +227,17 @@ class RetryStore:
                 current = pending_click(
                     click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                if self.past_limits(current, now_us) and may_expire(click_id):
+                # past_limits, inline: called for every click deferred
+                if (
+                    attempts >= max_attempts
+                    and now_us - first_seen >= max_age_us
+                    and may_expire(click_id)
+                ):
                     expired.append(current)
                     continue
                 query_id = queries.get(click_id)
                 known[click_id] = (first_seen, attempts, query_id or stored_query)
-                due = now_us + self.backoff_us(click_id, attempts)
+                due = now_us + backoff_us(click_id, attempts)
                 if stored is not None and not twice and query_id in (None, stored_query):
                     # Only its schedule changes: the narrow statement leaves the row's
                     # query (and the index over it) alone, a third cheaper.
@@ -272,7 +287,7 @@ class RetryStore:
         """Past both ``max_attempts`` and ``max_age_s`` since it was first seen, once
         ``tries`` more tries are counted."""
         return click.attempts + tries >= self.policy.max_attempts and (
-            now_us - click.first_seen_us >= int(self.policy.max_age_s * _US)
+            now_us - click.first_seen_us >= self._max_age_us
         )
 
     def hold(
