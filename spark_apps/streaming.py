@@ -41,10 +41,11 @@ log = structlog.get_logger(__name__)
 #: second still about 7% of its CPU (a profile of the bench's steady batches). Half the
 #: stack's scrape interval (5 s): every scrape reads a gauge at most this old.
 WATCH_EVERY_S = 2.5
-#: The shortest interval between two looks at a running query's status (and calls of
-#: its ``idle`` callback): two py4j calls each, 20 a second at the bench's 0.05 s
-#: trigger. A retry pass waits for a second of quiet anyway (docs/join.md, "Batches
-#: that overlap").
+#: The shortest interval between two looks at a running query (and calls of its
+#: ``idle`` callback): a py4j call each, and one more for its status once the stream
+#: has been quiet for ``until_idle_s``. Without this floor: 20 looks a second at the
+#: bench's 0.05 s trigger. A retry pass waits for a second of quiet anyway (docs/join.md,
+#: "Batches that overlap").
 STATUS_EVERY_S = 0.25
 
 Handler = Callable[[str, Sequence[LogLine], Sequence[QuarantineRecord]], Any]
@@ -382,14 +383,15 @@ def _watch(
             return "query ended"
         if idle is not None:
             idle()
+        if options.until_idle_s is None:
+            continue
+        # The status (a py4j call and its JSON) only when it can decide: while batches
+        # bring lines the quiet is too short whatever it says.
+        if time.monotonic() - max(busy_at, last_data[0]) < options.until_idle_s:
+            continue
         status = query.status
         if status.get("isTriggerActive") or status.get("message") == "Initializing sources":
             busy_at = time.monotonic()  # starting or busy: not idle
-        quiet_since = max(busy_at, last_data[0])
-        if (
-            options.until_idle_s is not None
-            and time.monotonic() - quiet_since >= options.until_idle_s
-            and not status.get("isDataAvailable", False)
-            and settled()
-        ):
+            continue
+        if not status.get("isDataAvailable", False) and settled():
             return f"idle for {options.until_idle_s} s"
