@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,25 @@ class WatchedQuery:
         return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
 
 
-def options(tmp_path: Path, until_idle_s: float | None) -> StreamOptions:
-    return StreamOptions(tmp_path / "logs", tmp_path / "ck", 0.001, 1 << 20, 10, until_idle_s)
+def watch(
+    query: WatchedQuery,
+    tmp_path: Path,
+    until_idle_s: float | None,
+    *,
+    stop: streaming.Stop | None = None,
+    idle: Callable[[], Any] | None = None,
+    settled: Callable[[], bool] = lambda: True,
+) -> str:
+    """Watch ``query`` as a stream whose last batch with lines has just begun."""
+    options = StreamOptions(tmp_path / "logs", tmp_path / "ck", 0.001, 1 << 20, 10, until_idle_s)
+    return streaming._watch(
+        query,  # type: ignore[arg-type]
+        options,
+        stop or streaming.Stop(),
+        idle,
+        settled,
+        [time.monotonic()],
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -45,14 +63,7 @@ def quick_looks(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_without_an_idle_limit_the_status_is_never_read(tmp_path: Path) -> None:
     query = WatchedQuery(looks=20)
     idles: list[int] = []
-    stopped = streaming._watch(
-        query,  # type: ignore[arg-type]
-        options(tmp_path, None),
-        streaming.Stop(),
-        lambda: idles.append(1),
-        lambda: True,
-        [time.monotonic()],
-    )
+    stopped = watch(query, tmp_path, None, idle=lambda: idles.append(1))
     assert stopped == "query ended"
     assert query.status_reads == 0
     assert len(idles) == 20  # the idle callback still runs at every look
@@ -60,28 +71,14 @@ def test_without_an_idle_limit_the_status_is_never_read(tmp_path: Path) -> None:
 
 def test_while_batches_bring_lines_the_status_is_not_read(tmp_path: Path) -> None:
     query = WatchedQuery(looks=20)
-    stopped = streaming._watch(
-        query,  # type: ignore[arg-type]
-        options(tmp_path, 60.0),
-        streaming.Stop(),
-        None,
-        lambda: True,
-        [time.monotonic()],  # a batch just brought lines: 60 s of quiet to go
-    )
+    stopped = watch(query, tmp_path, 60.0)  # a batch just brought lines: 60 s to go
     assert stopped == "query ended"
     assert query.status_reads == 0
 
 
 def test_a_quiet_settled_stream_is_idle_at_the_first_look_that_can_tell(tmp_path: Path) -> None:
     query = WatchedQuery(looks=20)
-    stopped = streaming._watch(
-        query,  # type: ignore[arg-type]
-        options(tmp_path, 0.0),
-        streaming.Stop(),
-        None,
-        lambda: True,
-        [time.monotonic()],
-    )
+    stopped = watch(query, tmp_path, 0.0)
     assert stopped == "idle for 0.0 s"
     assert query.status_reads == 1
 
@@ -95,28 +92,14 @@ def test_a_running_trigger_or_data_waiting_or_an_unsettled_join_is_not_idle(
     query = WatchedQuery(looks=20)
     query.statuses = [busy, data, quiet, quiet]
     settles = iter([False, True])
-    stopped = streaming._watch(
-        query,  # type: ignore[arg-type]
-        options(tmp_path, 0.0),
-        streaming.Stop(),
-        None,
-        lambda: next(settles),
-        [time.monotonic()],
-    )
+    stopped = watch(query, tmp_path, 0.0, settled=lambda: next(settles))
     assert stopped == "idle for 0.0 s"
     assert query.status_reads == 4  # busy, data waiting, not settled, then idle
 
 
 def test_a_stream_still_starting_is_not_idle(tmp_path: Path) -> None:
     query = WatchedQuery(looks=3, status={"message": "Initializing sources"})
-    stopped = streaming._watch(
-        query,  # type: ignore[arg-type]
-        options(tmp_path, 0.0),
-        streaming.Stop(),
-        None,
-        lambda: True,
-        [time.monotonic()],
-    )
+    stopped = watch(query, tmp_path, 0.0)
     assert stopped == "query ended"
     assert query.status_reads == 3
 
@@ -125,13 +108,6 @@ def test_a_stop_ends_the_watch_at_once(tmp_path: Path) -> None:
     stop = streaming.Stop()
     stop.set("another app")
     query = WatchedQuery(looks=20)
-    stopped = streaming._watch(
-        query,  # type: ignore[arg-type]
-        options(tmp_path, None),
-        stop,
-        None,
-        lambda: True,
-        [time.monotonic()],
-    )
+    stopped = watch(query, tmp_path, None, stop=stop)
     assert stopped == "another app"
     assert query.looks_left == 20
