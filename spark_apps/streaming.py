@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,10 +29,10 @@ from pyspark.sql.streaming.query import StreamingQuery
 from photon.events.records import QuarantineRecord
 from photon.heap import collector_paused
 from photon.join.runtime import AppParts
-from photon.logs.ranges import FileRange, file_ranges, report_record
+from photon.logs.ranges import FileRange, file_ranges, read_range, report_record
 from photon.logs.reader import LogLine
 from photon.settings import PhotonSettings
-from spark_apps.growing_log_source import NAME, Offsets, batch_offsets, read_batch
+from spark_apps.growing_log_source import NAME, Offsets, batch_offsets
 
 log = structlog.get_logger(__name__)
 
@@ -123,6 +124,30 @@ def _to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
     return lines, truncations
 
 
+def batch_lines(
+    directory: Path, start: Offsets, end: Offsets
+) -> tuple[list[LogLine], list[QuarantineRecord]]:
+    """The lines and reports of the batch (start, end]: ``to_lines(read_batch(...))``,
+    read straight into lines. The query reader's driver reads each of its batches so;
+    an Arrow table in between cost a conversion of every line there and back (100,000
+    lines in its first batch on a backlog)."""
+    lines: list[LogLine] = []
+    truncations: list[QuarantineRecord] = []
+    with collector_paused():  # a line a row: thousands of objects, none of them garbage
+        for part in file_ranges(str(directory), start, end):
+            for rows in read_range(part):
+                file = rows.file
+                if rows.lost_bytes or rows.report:
+                    truncations += (
+                        report_record(file, offset, raw, rows.lost_bytes, rows.report)
+                        for offset, raw in zip(rows.offsets, rows.raws, strict=True)
+                    )
+                else:
+                    lines += map(LogLine, repeat(file), rows.offsets, rows.raws)
+        lines.sort(key=lambda line: (line.file, line.offset))
+    return lines, truncations
+
+
 class Stop:
     """Tells a running stream to stop, and why (a signal, or another app of its process)."""
 
@@ -163,16 +188,16 @@ def stop_on_signals(*stops: Stop) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _batch_table(
+def _batch_lines(
     options: StreamOptions, df: DataFrame, offsets: tuple[Offsets, Offsets] | None, batch_id: int
-) -> pa.Table:
-    """The batch's rows: read here over the range Spark logged for it, or (an offset log
-    that does not read as expected) collected from the batch's DataFrame."""
+) -> tuple[list[LogLine], list[QuarantineRecord]]:
+    """The batch's lines and reports: read here over the range Spark logged for it, or
+    (an offset log that does not read as expected) collected from the batch's DataFrame."""
     if offsets is None:
         log.warning("stream.offset_log_unreadable", checkpoint=str(options.checkpoint),
                     batch=batch_id)  # fmt: skip
-        return df.toArrow()
-    return read_batch(options.directory, *offsets)
+        return to_lines(df.toArrow())
+    return batch_lines(options.directory, *offsets)
 
 
 def committed_batch_lines(
@@ -192,7 +217,7 @@ def committed_batch_lines(
         offsets = batch_offsets(checkpoint, batch_id)
         if offsets is None:
             return None
-        return to_lines(read_batch(directory, *offsets))
+        return batch_lines(directory, *offsets)
 
     return lines_of
 
@@ -252,7 +277,7 @@ def run(
             summary.batches += 1
             summary.lines += int(getattr(report, "lines", 0))
             return
-        lines, truncations = to_lines(_batch_table(options, df, offsets, batch_id))
+        lines, truncations = _batch_lines(options, df, offsets, batch_id)
         # Before the handler's own line: the bench tells the driver's reading apart from
         # Spark's time between batches and the handler's (docs/join.md, "Performance").
         log.info("stream.batch_read", query=query_name, batch=batch_id, lines=len(lines),

@@ -20,7 +20,7 @@ from spark_apps.growing_log_source import (
     batch_offsets,
     read_batch,
 )
-from spark_apps.streaming import to_lines
+from spark_apps.streaming import batch_lines, to_lines
 
 pytestmark = pytest.mark.unit
 
@@ -44,6 +44,18 @@ def read_all(
     return rows
 
 
+def assert_read_straight_into_lines(directory: Path, start: Offsets, end: Offsets) -> None:
+    """The query reader's driver reads a batch straight into lines and reports: the
+    same ones as through the Arrow table Spark's read and ``read_batch`` give."""
+    lines, reports = batch_lines(directory, start, end)
+    assert (lines, reports) == to_lines(read_batch(directory, start, end))
+    assert (lines, reports) == to_lines(pa.Table.from_pylist(
+        [dict(zip(ARROW_SCHEMA.names, row, strict=True))
+         for row in read_all(reader(directory), start, end)],
+        schema=ARROW_SCHEMA,
+    ))  # fmt: skip
+
+
 def test_complete_lines_only_with_their_offsets(tmp_path: Path) -> None:
     (tmp_path / "a.000000.log").write_bytes(b"one\ntwo\nthr")
     source = reader(tmp_path)
@@ -62,6 +74,7 @@ def test_complete_lines_only_with_their_offsets(tmp_path: Path) -> None:
         ("a.000000.log", 8, b"three", 0, ""),
         ("b.000001.log", 0, b"four", 0, ""),
     ]
+    assert_read_straight_into_lines(tmp_path, start, later)
     assert source.latestOffset(later, ReadAllAvailable()) == later  # nothing new
     assert source.partitions(later, later) == []
 
@@ -99,6 +112,7 @@ def test_a_truncated_file_yields_one_report_and_a_deleted_one_is_said_once(tmp_p
         [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
     ))  # fmt: skip
     assert "went after 2 bytes" in reports[1].detail
+    assert_read_straight_into_lines(tmp_path, start, end)
     later = source.latestOffset(end, ReadAllAvailable())
     assert read_all(source, end, later) == []  # once
 
@@ -126,6 +140,7 @@ def test_a_file_deleted_after_planning_is_reported_and_its_batch_replays_the_sam
     [report] = reports
     assert (report.file, report.offset, report.reason) == ("a.000000.log", 0, "file_deleted")
     assert "8 bytes" in report.detail
+    assert_read_straight_into_lines(tmp_path, start, end)
 
 
 def test_a_file_that_shrinks_after_planning_gives_what_is_left_and_reports_the_rest(
@@ -143,6 +158,7 @@ def test_a_file_that_shrinks_after_planning_gives_what_is_left_and_reports_the_r
         ("a.000000.log", 4, b"", 10, "file_truncated"),
     ]
     assert read_all(source, start, end) == rows  # a replay does not wedge on it
+    assert_read_straight_into_lines(tmp_path, start, end)
     path.write_bytes(b"")
     assert read_all(source, start, end) == [("a.000000.log", 0, b"", 14, "file_truncated")]
 
@@ -165,6 +181,7 @@ def test_a_torn_last_line_of_a_rolled_over_file_is_a_row_of_its_own(tmp_path: Pa
     ))  # fmt: skip
     assert [line.raw for line in lines] == [b"three"]
     assert (torn.reason, torn.raw, torn.offset) == ("torn_line", b"tw", 4)
+    assert_read_straight_into_lines(tmp_path, start, end)
 
 
 @pytest.mark.parametrize("options", [{}, {"path": ""}, {"path": "/x", "maxBytesPerTrigger": "0"}])
@@ -280,6 +297,7 @@ def test_a_file_replaced_past_its_offset_is_read_from_its_start_after_a_report_r
     assert rows[0] == ("a.000000.log", old, b"", 0, "file_replaced")
     assert [r[2] for r in rows[1:]] == _lines("3", "4", "5").splitlines() and rows[1][1] == 0
     assert _batch_through_offset_log(tmp_path, logs, start, end) == rows
+    assert_read_straight_into_lines(logs, start, end)
     lines, [report] = to_lines(pa.Table.from_pylist(
         [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
     ))  # fmt: skip
@@ -309,6 +327,7 @@ def test_a_rotated_file_is_read_on_from_its_offset_under_its_new_name(tmp_path: 
         ("a.log", 0, _lines("4").rstrip(b"\n"), 0, ""),
     ]
     assert _batch_through_offset_log(tmp_path, logs, start, end) == rows
+    assert_read_straight_into_lines(logs, start, end)
     _, [report] = to_lines(pa.Table.from_pylist(
         [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
     ))  # fmt: skip
