@@ -208,3 +208,49 @@ def test_pysparks_numpy_converters_are_asked_only_about_numpy_values() -> None:
         assert wrapped.convert(7, None) == "converted 7"
     finally:
         converters[:] = saved
+
+
+def _job_label() -> str:
+    """The label PySpark gives a job started here (``SCCallSiteSync``, as ``collect``)."""
+    from pyspark.traceback_utils import SCCallSiteSync
+
+    return str(SCCallSiteSync(None)._call_site)  # type: ignore[no-untyped-call]
+
+
+def _nested_job_label(depth: int) -> str:
+    return _job_label() if depth == 0 else _nested_job_label(depth - 1)
+
+
+def test_job_call_sites_are_found_from_the_frames_as_pyspark_finds_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import traceback
+
+    import pyspark.traceback_utils
+
+    from spark_apps.session import find_call_sites_from_frames
+
+    labels = [_job_label(), _nested_job_label(20)]
+    in_thread: list[str] = []
+    worker = threading.Thread(target=lambda: in_thread.append(_nested_job_label(5)))
+    worker.start()
+    worker.join()
+    assert labels[0].startswith("__init__ at ") and __file__ in labels[0]
+
+    monkeypatch.setattr(pyspark.traceback_utils, "first_spark_call", None)  # restored after
+    find_call_sites_from_frames()
+    find_call_sites_from_frames()  # once is enough; twice changes nothing
+    read_sources: list[object] = []
+
+    def extract_stack(*args: object) -> list[object]:
+        read_sources.append(args)
+        return []
+
+    monkeypatch.setattr(traceback, "extract_stack", extract_stack)
+    assert [_job_label(), _nested_job_label(20)] == labels
+    worker = threading.Thread(target=lambda: in_thread.append(_nested_job_label(5)))
+    worker.start()
+    worker.join()
+    assert in_thread[0] == in_thread[1]
+    assert read_sources == []
