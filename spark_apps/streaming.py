@@ -43,8 +43,8 @@ log = structlog.get_logger(__name__)
 #: stack's scrape interval (5 s): every scrape reads a gauge at most this old.
 WATCH_EVERY_S = 2.5
 #: The shortest interval between two looks at a running query (and calls of its
-#: ``idle`` callback): a py4j call each, and one more for its status once the stream
-#: has been quiet for ``until_idle_s``. Without this floor: 20 looks a second at the
+#: ``idle`` callback): a py4j call each, and one more for its status when the stream
+#: stops once idle (``until_idle_s``). Without this floor: 20 looks a second at the
 #: bench's 0.05 s trigger. A retry pass waits for a second of quiet anyway (docs/join.md,
 #: "Batches that overlap").
 STATUS_EVERY_S = 0.25
@@ -409,14 +409,17 @@ def _watch(
         if idle is not None:
             idle()
         if options.until_idle_s is None:
-            continue
-        # The status (a py4j call and its JSON) only when it can decide: while batches
-        # bring lines the quiet is too short whatever it says.
-        if time.monotonic() - max(busy_at, last_data[0]) < options.until_idle_s:
-            continue
+            continue  # the status (a py4j call and its JSON) only tells idleness
+        # At every look, not only once the quiet is long enough: a trigger seen running
+        # in the quiet is activity (a joiner's source holding its clicks back until its
+        # query reader catches up brings no lines for a while, its triggers run on).
         status = query.status
         if status.get("isTriggerActive") or status.get("message") == "Initializing sources":
             busy_at = time.monotonic()  # starting or busy: not idle
-            continue
-        if not status.get("isDataAvailable", False) and settled():
+        quiet_since = max(busy_at, last_data[0])
+        if (
+            time.monotonic() - quiet_since >= options.until_idle_s
+            and not status.get("isDataAvailable", False)
+            and settled()
+        ):
             return f"idle for {options.until_idle_s} s"
