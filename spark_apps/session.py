@@ -192,9 +192,9 @@ def _first_spark_call_from_frames() -> pyspark.traceback_utils.CallSite | None:
     """What ``pyspark.traceback_utils.first_spark_call`` answers (the outermost PySpark
     frame's function, at the line that called it), from the frames alone. PySpark's own
     builds ``traceback.extract_stack()``, which reads every frame's source line and
-    stats its file, to label the job in Spark's UI: twice a batch in the joiner's
-    driver (each group job's ``parallelize`` and ``collect``), ~5% of its CPU in a
-    profile of its steady batches."""
+    stats its file, to label the job in Spark's UI: at each ``collect``, every batch's
+    group job in the joiner's driver, ~5% of its samples in a profile of its steady
+    batches."""
     frames: list[FrameType] = []
     frame: FrameType | None = sys._getframe(1)  # the caller's, as extract_stack's last
     while frame is not None:
