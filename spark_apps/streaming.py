@@ -124,7 +124,7 @@ def _to_lines(table: pa.Table) -> tuple[list[LogLine], list[QuarantineRecord]]:
     return lines, truncations
 
 
-def batch_lines(
+def read_batch_lines(
     directory: Path, start: Offsets, end: Offsets
 ) -> tuple[list[LogLine], list[QuarantineRecord]]:
     """The lines and reports of the batch (start, end]: ``to_lines(read_batch(...))``,
@@ -136,14 +136,10 @@ def batch_lines(
     with collector_paused():  # a line a row: thousands of objects, none of them garbage
         for part in file_ranges(str(directory), start, end):
             for rows in read_range(part):
-                file = rows.file
-                if rows.lost_bytes or rows.report:
-                    truncations += (
-                        report_record(file, offset, raw, rows.lost_bytes, rows.report)
-                        for offset, raw in zip(rows.offsets, rows.raws, strict=True)
-                    )
+                if rows.reports:
+                    truncations += rows.report_records()
                 else:
-                    lines += map(LogLine, repeat(file), rows.offsets, rows.raws)
+                    lines += map(LogLine, repeat(rows.file), rows.offsets, rows.raws)
         lines.sort(key=lambda line: (line.file, line.offset))
     return lines, truncations
 
@@ -197,7 +193,7 @@ def _batch_lines(
         log.warning("stream.offset_log_unreadable", checkpoint=str(options.checkpoint),
                     batch=batch_id)  # fmt: skip
         return to_lines(df.toArrow())
-    return batch_lines(options.directory, *offsets)
+    return read_batch_lines(options.directory, *offsets)
 
 
 def committed_batch_lines(
@@ -217,7 +213,7 @@ def committed_batch_lines(
         offsets = batch_offsets(checkpoint, batch_id)
         if offsets is None:
             return None
-        return batch_lines(directory, *offsets)
+        return read_batch_lines(directory, *offsets)
 
     return lines_of
 

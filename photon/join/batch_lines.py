@@ -44,7 +44,7 @@ from photon.events.records import (
 )
 from photon.heap import collector_paused
 from photon.join.retry import PendingClick, pending_click
-from photon.logs.ranges import FileRange, read_range, report_record
+from photon.logs.ranges import FileRange, read_range
 from photon.logs.reader import LogLine
 from registry.sharding import stable_hash
 
@@ -118,11 +118,8 @@ def read_group(reads: GroupReads) -> GroupLines:
     with collector_paused():  # a few objects a line, none of them garbage
         for part in reads.ranges:
             for rows in read_range(part):
-                if rows.lost_bytes or rows.report:
-                    reports += (
-                        report_record(rows.file, offset, raw, rows.lost_bytes, rows.report)
-                        for offset, raw in zip(rows.offsets, rows.raws, strict=True)
-                    )
+                if rows.reports:
+                    reports += rows.report_records()
                     continue
                 file = rows.file
                 own += (

@@ -216,9 +216,7 @@ class RetryStore:
             # never-joinable clicks come back batch after batch (docs/join.md, "Local
             # state"). ``known`` follows the writes, so a click given twice counts twice.
             known = self._sightings(ids)
-            max_attempts, max_age_us, backoff_us = (
-                self.policy.max_attempts, self._max_age_us, self.backoff_us
-            )  # fmt: skip
+            over_limits, backoff_us = self._over_limits, self.backoff_us
             for click in pending:
                 click_id = click.click_id
                 stored = known.get(click_id)
@@ -227,12 +225,7 @@ class RetryStore:
                 current = pending_click(
                     click_id, click.raw, click.file, click.offset, first_seen, attempts
                 )
-                # past_limits, inline: called for every click deferred
-                if (
-                    attempts >= max_attempts
-                    and now_us - first_seen >= max_age_us
-                    and may_expire(click_id)
-                ):
+                if over_limits(attempts, first_seen, now_us) and may_expire(click_id):
                     expired.append(current)
                     continue
                 query_id = queries.get(click_id)
@@ -286,9 +279,11 @@ class RetryStore:
     def past_limits(self, click: PendingClick, now_us: int, tries: int = 0) -> bool:
         """Past both ``max_attempts`` and ``max_age_s`` since it was first seen, once
         ``tries`` more tries are counted."""
-        return click.attempts + tries >= self.policy.max_attempts and (
-            now_us - click.first_seen_us >= self._max_age_us
-        )
+        return self._over_limits(click.attempts + tries, click.first_seen_us, now_us)
+
+    def _over_limits(self, attempts: int, first_seen_us: int, now_us: int) -> bool:
+        # On fields, not a click: defer asks it of every click before it builds one.
+        return attempts >= self.policy.max_attempts and now_us - first_seen_us >= self._max_age_us
 
     def hold(
         self,

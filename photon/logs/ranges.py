@@ -71,6 +71,18 @@ class RangeRows:
     lost_bytes: int = 0
     report: str = ""
 
+    @property
+    def reports(self) -> bool:
+        """Whether these are report rows, not lines."""
+        return bool(self.lost_bytes or self.report)
+
+    def report_records(self) -> list[QuarantineRecord]:
+        """The quarantine records of report rows (:func:`report_record`)."""
+        return [
+            report_record(self.file, offset, raw, self.lost_bytes, self.report)
+            for offset, raw in zip(self.offsets, self.raws, strict=True)
+        ]
+
 
 def file_ranges(directory: str, start: Offsets, end: Offsets) -> list[FileRange]:
     """What a batch from ``start`` to ``end`` reads, file by file, as the plan that

@@ -20,7 +20,7 @@ from spark_apps.growing_log_source import (
     batch_offsets,
     read_batch,
 )
-from spark_apps.streaming import batch_lines, to_lines
+from spark_apps.streaming import read_batch_lines, to_lines
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +47,7 @@ def read_all(
 def assert_read_straight_into_lines(directory: Path, start: Offsets, end: Offsets) -> None:
     """The query reader's driver reads a batch straight into lines and reports: the
     same ones as through the Arrow table Spark's read and ``read_batch`` give."""
-    lines, reports = batch_lines(directory, start, end)
+    lines, reports = read_batch_lines(directory, start, end)
     assert (lines, reports) == to_lines(read_batch(directory, start, end))
     assert (lines, reports) == to_lines(pa.Table.from_pylist(
         [dict(zip(ARROW_SCHEMA.names, row, strict=True))
