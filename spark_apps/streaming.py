@@ -29,6 +29,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from photon.events.records import QuarantineRecord
 from photon.heap import collector_paused
 from photon.join.runtime import AppParts
+from photon.logs.offset_log import remove_unfinished_writes
 from photon.logs.ranges import FileRange, file_ranges, read_range, report_record
 from photon.logs.reader import LogLine
 from photon.settings import PhotonSettings
@@ -323,6 +324,9 @@ def _run_query(
 ) -> RunSummary:
     restarts = 0
     while True:
+        if unfinished := remove_unfinished_writes(options.checkpoint):
+            log.warning("stream.unfinished_writes_removed", query=query_name,
+                        files=[str(path) for path in unfinished])  # fmt: skip
         query = _start(spark, options, on_batch, query_name)
         log.info("stream.started", query=query_name)  # the chaos harness waits for this line
         try:

@@ -8,7 +8,8 @@ offsets. Photon's streams have one source, the growing-log source
 The apps read a batch's range from it; the chaos tooling, the backlog gauges
 and a joiner pacing itself to its query reader (:mod:`photon.join.pacing`) read
 how far an app has committed (:func:`committed_offsets`) and what it has left
-(:func:`unread_bytes`).
+(:func:`unread_bytes`). Before a query starts, :func:`remove_unfinished_writes`
+clears what a process killed mid-write left in its checkpoint's logs.
 
 How it fails: :func:`logged_offsets` raises ``OSError`` for an entry that is
 not there and ``ValueError`` for one that is half written or is not one
@@ -59,6 +60,33 @@ def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict
         except (OSError, ValueError):
             continue  # being written or wiped: the batch before
     return {}
+
+
+#: The logs of a checkpoint that Spark checks are empty when a query starts afresh.
+_CHECKED_LOGS = ("offsets", "commits")
+
+
+def remove_unfinished_writes(checkpoint: Path) -> list[Path]:
+    """Delete the files of checkpoint writes that never finished from its offset and
+    commit logs, and return them. Call it only while no query runs on ``checkpoint``.
+
+    Spark writes a log entry as ``.<name>.<uuid>[.TID<n>].tmp`` (and, on a local
+    disk, its checksum ``..<name>.<uuid>.tmp.crc``), then renames it. A process
+    killed between the two leaves the temporary file behind. Spark's reads skip it,
+    but its check that a new query's checkpoint is empty does not: killed during
+    its first batch's write, a query would never start again
+    (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``; docs/join.md, "replays").
+    """
+    removed = []
+    for log_name in _CHECKED_LOGS:
+        directory = checkpoint / log_name
+        if not directory.is_dir():
+            continue
+        for path in directory.iterdir():
+            if path.name.startswith(".") and path.name.endswith((".tmp", ".tmp.crc")):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return sorted(removed)
 
 
 def unread_bytes(logs: Path, offsets: Mapping[str, int]) -> int:

@@ -7,18 +7,21 @@ gives it (``batch_offsets`` + ``read_batch``): the same rows as Spark's own read
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from photon.join.batch_lines import GroupReads, read_group
 from photon.logs.ranges import Offsets, file_ranges
+from spark_apps import streaming
 from spark_apps.growing_log_source import NAME, batch_offsets, read_batch
 from spark_apps.session import CHECKPOINT_FILE_MANAGER, CHECKPOINT_FILE_MANAGER_CONF
-from spark_apps.streaming import batch_key, committed_batch_lines
+from spark_apps.streaming import Stop, StreamOptions, batch_key, committed_batch_lines
 from tests.logrotate import ROTATIONS, rotate
 
 pytestmark = pytest.mark.integration
@@ -246,3 +249,53 @@ def test_the_apps_checkpoints_are_written_by_a_class_this_spark_has(
     assert jvm is not None
     for writer in (CHECKPOINT_FILE_MANAGER, SPARKS_DEFAULT_WRITER):
         jvm.java.lang.Class.forName(writer)  # raises if this Spark has no such class
+
+
+def _leave_unfinished_write(log: Path, entry: int) -> list[Path]:
+    """What a process killed between Spark's write of log entry ``entry`` and its rename
+    leaves: the temporary file and, on a local disk, its checksum."""
+    log.mkdir(parents=True, exist_ok=True)
+    name = f".{entry}.{uuid.uuid4()}.tmp"
+    files = [log / name, log / f".{name}.crc"]
+    files[0].write_bytes(b"v1\n{")  # half written
+    files[1].write_bytes(b"crc")
+    return files
+
+
+def test_a_stream_killed_while_writing_its_first_offsets_starts_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An app killed during its first batch's offset write: Spark refuses such a
+    checkpoint on every start (its offset log has no entry but is not empty), the
+    apps' stream clears the unfinished write and reads every line once."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.000000.log").write_bytes(b"l1\nl2\nl3\n")
+    refused, checkpoint = tmp_path / "refused", tmp_path / "ck"
+    _leave_unfinished_write(refused / "offsets", 0)
+    unfinished = _leave_unfinished_write(checkpoint / "offsets", 0)
+
+    query = (
+        spark.readStream.format(NAME).option("path", str(logs)).load()
+        .writeStream.foreachBatch(lambda df, batch_id: None)
+        .option("checkpointLocation", str(refused)).start()
+    )  # fmt: skip
+    with pytest.raises(StreamingQueryException, match="CHECKPOINT_LOCATION_NOT_EMPTY"):
+        query.awaitTermination(60)
+
+    read: list[bytes] = []
+    options = StreamOptions(
+        directory=logs,
+        checkpoint=checkpoint,
+        trigger_s=0.2,
+        max_bytes_per_batch=4,
+        max_files_per_batch=10,
+        until_idle_s=2.0,
+    )
+    summary = streaming.run(
+        spark, options, lambda key, lines, reports: read.extend(x.raw for x in lines), Stop()
+    )
+    assert summary.stopped_by == "idle for 2.0 s"
+    assert read == [b"l1", b"l2", b"l3"]
+    assert not any(path.exists() for path in unfinished)
+    assert (checkpoint / "commits" / "0").exists()
