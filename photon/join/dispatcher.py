@@ -376,6 +376,9 @@ class Dispatcher(GroupJoiner):
         #: left open, is read again for its replay (its offset log).
         self.committed_batch_lines = committed_batch_lines
         self._in_flight: _Planned | None = None
+        #: What settling a batch in flight raised where no caller could see it
+        #: (:meth:`_settle_if_free`): raised to the next that settles one.
+        self._settle_error: BaseException | None = None
         #: A retry pass runs only once no streaming batch has brought lines for this
         #: long, or the last one took as many retries as it may (see process_retries).
         self.retry_pass_quiet_us = int(dispatch.retry_pass_quiet_s * 1_000_000)
@@ -464,6 +467,7 @@ class Dispatcher(GroupJoiner):
         between batches would hold the next batch back, and the new clicks with it.
         """
         with self._lock:
+            self._raise_settle_error()
             planned = self._in_flight
             if planned is not None and planned.outcomes is not None:
                 if not planned.outcomes.done():
@@ -517,12 +521,42 @@ class Dispatcher(GroupJoiner):
         Its groups' error (a task failed past Spark's retries) is raised here, with the
         batch left open in the journal: its replay, from Spark's offset log, joins it."""
         with self._lock:
+            self._raise_settle_error()
             planned, self._in_flight = self._in_flight, None
             if planned is None or planned.outcomes is None:
                 return None
             outcomes = planned.outcomes.result()
             waited = time.perf_counter() - planned.submitted
             return self._finish(planned, outcomes, waited=waited)
+
+    def _settle_when_done(self, outcomes: Future[list[GroupOutcome]]) -> None:
+        """Settle the batch in flight as soon as its groups are done, if nothing else
+        does: not up to an idle look (``STATUS_EVERY_S``) or a trigger later. From a
+        thread of its own (this is called in the thread that ran the job)."""
+        threading.Thread(
+            target=self._settle_if_free, args=(outcomes,), name="settle", daemon=True
+        ).start()
+
+    def _settle_if_free(self, outcomes: Future[list[GroupOutcome]]) -> None:
+        """Settle the batch whose groups gave ``outcomes`` if it is still in flight and
+        no batch or pass runs: one that runs settles it itself, before anything else.
+        Groups that failed are left to them, so their error reaches the stream; an
+        error settling is raised to the next batch, pass or drain."""
+        if outcomes.exception() is not None or not self._lock.acquire(blocking=False):
+            return
+        try:
+            planned = self._in_flight
+            if planned is not None and planned.outcomes is outcomes:
+                self.finish_in_flight()
+        except BaseException as exc:  # a crash's too: the batch stays open, to replay
+            self._settle_error = exc
+        finally:
+            self._lock.release()
+
+    def _raise_settle_error(self) -> None:
+        error, self._settle_error = self._settle_error, None
+        if error is not None:
+            raise error
 
     def _streaming(self) -> bool:
         """Whether streaming batches bring lines and take the due retries themselves."""
@@ -648,6 +682,7 @@ class Dispatcher(GroupJoiner):
             handed = prestarted.publish(works) if prestarted is not None else None
             planned.outcomes = handed if handed is not None else self.submit_groups(works)
             self._in_flight = planned
+            planned.outcomes.add_done_callback(self._settle_when_done)
             # chaos: a crash once handed back to Spark, its groups running: Spark may
             # commit it first, and then its replay reads it from the offset log.
             self.faults.at_step("returned", batch)

@@ -9,6 +9,7 @@ submits them as a Spark job (docs/join.md, "Batches that overlap").
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -122,6 +123,69 @@ def test_no_retry_pass_runs_while_a_batch_is_in_flight_and_one_settles_it_once_d
     a.joiner.process_retries()  # settles it (and may run a pass)
     assert in_flight(a) is None and a.retries.pending() > 0  # no query read: all wait
     assert f"{0:012d}" not in a.retries.unfinished_batches()
+
+
+def _held_groups(
+    dc: DcParts,
+) -> list[tuple[Future[list[GroupOutcome]], list[GroupWork]]]:
+    """``dc`` with its groups submitted to futures the test ends: the groups held."""
+    held: list[tuple[Future[list[GroupOutcome]], list[GroupWork]]] = []
+
+    def submit(works: list[GroupWork]) -> Future[list[GroupOutcome]]:
+        future: Future[list[GroupOutcome]] = Future()
+        held.append((future, works))
+        return future
+
+    dc.joiner.submit_groups = submit
+    return held
+
+
+def _await(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not done():
+        assert time.monotonic() < deadline, "not settled"
+        time.sleep(0.01)
+
+
+def test_a_batch_is_settled_once_its_groups_are_done_with_nothing_after_it(
+    make_dc: MakeDc,
+    logs: tuple[Path, Manifest],  # noqa: F811
+) -> None:
+    """The stream's last batch: no next batch settles it, and it need not wait for the
+    idle loop's next look either (docs/join.md, "Batches that overlap")."""
+    root, _ = logs
+    a = make_dc("a", root, Clock(START_US))
+    held = _held_groups(a)
+    a.joiner.process(f"{0:012d}", batches(root / "a" / "clicks", 4 * 1024)[0])
+    assert in_flight(a) == f"{0:012d}"
+    future, works = held.pop()
+    future.set_result(a.joiner.run_groups(works))  # and nothing else is called
+    _await(lambda: a.retries.unfinished_batches() == [])
+    assert in_flight(a) is None and a.retries.pending() > 0  # no query read: all wait
+
+
+def test_an_error_settling_a_batch_on_its_own_reaches_the_next_call(
+    make_dc: MakeDc,
+    logs: tuple[Path, Manifest],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settled from a thread of its own, a batch whose settling fails stays open in the
+    journal (to be replayed), and the error is raised to the next batch or pass, as if
+    that had settled it."""
+    root, _ = logs
+    a = make_dc("a", root, Clock(START_US))
+    held = _held_groups(a)
+    a.joiner.process(f"{0:012d}", batches(root / "a" / "clicks", 4 * 1024)[0])
+    monkeypatch.setattr(a.joiner, "_settle", crashing("the retry store's disk failed"))
+    future, works = held.pop()
+    future.set_result(a.joiner.run_groups(works))
+    _await(lambda: in_flight(a) is None)  # taken to settle; the call below waits for it
+    with pytest.raises(SystemExit):
+        a.joiner.process_retries()
+    assert a.retries.unfinished_batches() == [f"{0:012d}"]
+    monkeypatch.undo()
+    a.joiner.process_retries()  # raised once; the open batch is Spark's to replay
+    assert a.retries.unfinished_batches() == [f"{0:012d}"]
 
 
 @pytest.mark.parametrize("next_batch", [True, False], ids=["next-batch", "stream-idle"])
