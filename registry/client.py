@@ -64,6 +64,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -786,9 +787,10 @@ class IdRegistry:
             for path, result in pending:
                 try:
                     result.get()
-                except NodeExistsError:
-                    pass
-                except (NoNodeError, *_TRANSIENT):  # parent collected meanwhile, or a hiccup
+                except NodeExistsError as exc:
+                    _drop_frames(exc)
+                except (NoNodeError, *_TRANSIENT) as exc:  # parent collected, or a hiccup
+                    _drop_frames(exc)
                     self._call(self._zk.ensure_path, path)
             self._known_buckets.update(level)
 
@@ -875,7 +877,8 @@ class IdRegistry:
         for op, pending in tokens:
             try:
                 data, _ = pending.get()
-            except NoNodeError:
+            except NoNodeError as exc:
+                _drop_frames(exc)
                 retry.append(op)
                 continue
             same = data == op.token
@@ -1213,11 +1216,15 @@ class IdRegistry:
             raise RegistryUnavailableError(
                 f"ZooKeeper did not answer after {self._limits.max_tries} tries: {exc}"
             ) from exc
+        except KazooException as exc:  # an async result's, raised again: _drop_frames
+            _drop_frames(exc)
+            raise
 
     def _get(self, pending: Any, default: Any) -> Any:
         try:
             return pending.get()
-        except NoNodeError:
+        except NoNodeError as exc:
+            _drop_frames(exc)
             return default
 
     def _reconnecting(self, func: Callable[..., T], *args: Any) -> T:
@@ -1236,6 +1243,15 @@ class IdRegistry:
             if time.monotonic() > deadline:
                 raise RegistryUnavailableError("the ZooKeeper connection did not come back in time")
             time.sleep(0.05)
+
+
+def _drop_frames(error: BaseException) -> None:
+    """Forget the frames an error a kazoo async result stored took when ``get()`` raised
+    it here. The result keeps the error, the error its traceback, the traceback these
+    frames and every caller's up the stack, and a frame the result: a reference cycle
+    that only the cyclic collector frees, with the callers' locals in it (a group
+    task's clicks and their queries: docs/join.md, "Where a group task's time goes")."""
+    error.__traceback__ = None
 
 
 def any_listening(hosts: Sequence[str], *, timeout_s: float) -> bool:

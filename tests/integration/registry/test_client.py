@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import pytest
@@ -479,3 +481,31 @@ def test_a_fenced_batch_stops_its_writers_and_leaves_the_attempt_and_its_other_b
     assert recovery.attempt_fenced("a-77") is False
     with pytest.raises(ValueError, match="batch name"):
         recovery.fence_batch("a-77", "../x")
+
+
+def test_a_missing_node_keeps_no_callers_locals_alive(registry: IdRegistry) -> None:
+    """kazoo raises the error an async result stored. Raised in the client, it took the
+    frames up the stack into a reference cycle with the result, and a caller's locals
+    (a group task's clicks and queries) lived until the next full collection: tens of
+    milliseconds after every task of Spark's Python workers (docs/join.md, "Where a
+    group task's time goes"). Freed by reference counting alone, none is left."""
+
+    class Local:
+        pass
+
+    later = NOW_US + 7_200_000_000  # buckets nothing was registered in: no node
+
+    def caller() -> weakref.ref[Local]:
+        local = Local()
+        listed = make_ids(200, start_us=later, spread_s=5, seed=8)  # a bucket listed
+        probed = make_ids(3, start_us=later + 3_600_000_000, spread_s=3600, seed=9)
+        assert set(registry.lookup(listed + probed).values()) == {LookupResult.ABSENT}
+        assert registry.read_token(probed[0]) is None  # a synchronous call's error
+        return weakref.ref(local)
+
+    gc.collect()
+    gc.disable()
+    try:
+        assert caller()() is None
+    finally:
+        gc.enable()
