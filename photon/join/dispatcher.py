@@ -542,7 +542,9 @@ class Dispatcher(GroupJoiner):
         no batch or pass runs: one that runs settles it itself, before anything else.
         Groups that failed are left to them, so their error reaches the stream; an
         error settling is raised to the next batch, pass or drain."""
-        if outcomes.exception() is not None or not self._lock.acquire(blocking=False):
+        if outcomes.cancelled() or outcomes.exception() is not None:
+            return
+        if not self._lock.acquire(blocking=False):
             return
         try:
             planned = self._in_flight
