@@ -99,32 +99,6 @@ def test_overlapping_batches_join_every_click_exactly_once(
     check_exactly_once(store, manifest)
 
 
-def test_no_retry_pass_runs_while_a_batch_is_in_flight_and_one_settles_it_once_done(
-    make_dc: MakeDc,
-    logs: tuple[Path, Manifest],  # noqa: F811
-) -> None:
-    root, _ = logs
-    clock = Clock(START_US)
-    a = make_dc("a", root, clock)
-    held: list[tuple[Future[list[GroupOutcome]], list[GroupWork]]] = []
-
-    def submit(works: list[GroupWork]) -> Future[list[GroupOutcome]]:
-        future: Future[list[GroupOutcome]] = Future()
-        held.append((future, works))
-        return future
-
-    a.joiner.submit_groups = submit
-    a.joiner.process(f"{0:012d}", batches(root / "a" / "clicks", 4 * 1024)[0])
-    clock.now_us += 60 * S  # retries would be due, and the stream quiet long since
-    assert a.joiner.process_retries() is None  # its groups still run
-    assert in_flight(a) == f"{0:012d}" and a.retries.pending() == 0
-    future, works = held.pop()
-    future.set_result(a.joiner.run_groups(works))
-    a.joiner.process_retries()  # settles it (and may run a pass)
-    assert in_flight(a) is None and a.retries.pending() > 0  # no query read: all wait
-    assert f"{0:012d}" not in a.retries.unfinished_batches()
-
-
 def _held_groups(
     dc: DcParts,
 ) -> list[tuple[Future[list[GroupOutcome]], list[GroupWork]]]:
@@ -138,6 +112,25 @@ def _held_groups(
 
     dc.joiner.submit_groups = submit
     return held
+
+
+def test_no_retry_pass_runs_while_a_batch_is_in_flight_and_one_settles_it_once_done(
+    make_dc: MakeDc,
+    logs: tuple[Path, Manifest],  # noqa: F811
+) -> None:
+    root, _ = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    held = _held_groups(a)
+    a.joiner.process(f"{0:012d}", batches(root / "a" / "clicks", 4 * 1024)[0])
+    clock.now_us += 60 * S  # retries would be due, and the stream quiet long since
+    assert a.joiner.process_retries() is None  # its groups still run
+    assert in_flight(a) == f"{0:012d}" and a.retries.pending() == 0
+    future, works = held.pop()
+    future.set_result(a.joiner.run_groups(works))
+    a.joiner.process_retries()  # settles it (and may run a pass)
+    assert in_flight(a) is None and a.retries.pending() > 0  # no query read: all wait
+    assert f"{0:012d}" not in a.retries.unfinished_batches()
 
 
 def _await(done: Callable[[], bool]) -> None:
