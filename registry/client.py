@@ -388,7 +388,8 @@ class IdRegistry:
             return
         config = ShardingConfig.from_json(data, stat.version)
         with self._lock:
-            first, self._config = self._config is None, config
+            first = self._config is None
+            self._adopt_config(config)  # a registration may have read it first
         # A change is news; the first read of every connection is not.
         (log.debug if first else log.info)(
             "registry.config", version=stat.version, epochs=len(config.epochs)
@@ -419,7 +420,8 @@ class IdRegistry:
 
         Now is ZooKeeper's (:meth:`zk_now_us`) unless ``now_us`` is given.
         Raises :class:`EpochConflictError` when another client changed the
-        config since it was read.
+        config since it was read; :meth:`sharding` then gives the changed one.
+        This client shards by the appended config as soon as this returns.
         """
         if max_skew_s <= 0:
             raise ValueError(f"max_skew_s must be positive, not {max_skew_s}")
@@ -437,14 +439,31 @@ class IdRegistry:
         for shard in range(new.max_shards):
             self._ensure_shard(shard)
         try:
-            self._call(self._zk.set, self.layout.config, new.to_json(), version=stat.version)
+            written = self._call(
+                self._zk.set, self.layout.config, new.to_json(), version=stat.version
+            )
         except BadVersionError as exc:
+            data, stat_now = self._call(self._zk.get, self.layout.config)
+            with self._lock:  # sharding() now gives the config that won, to retry from
+                self._adopt_config(ShardingConfig.from_json(data, stat_now.version))
             raise EpochConflictError(
                 "the sharding config changed while this epoch was being added "
                 f"(read at version {stat.version}); read it again and retry if still wanted"
             ) from exc
-        _, after = self._call(self._zk.get, self.layout.config)
-        return ShardingConfig(new.epochs, after.version, new.bucket_us)
+        appended = ShardingConfig(new.epochs, written.version, new.bucket_us)
+        with self._lock:
+            # The watch says so too, but later: this client's next shard_of is the new one's.
+            self._adopt_config(appended)
+        return appended
+
+    def _adopt_config(self, config: ShardingConfig) -> None:
+        """Use ``config`` if it is newer than this client's (call under ``_lock``).
+
+        The watch, a registration's guards and :meth:`append_epoch` each read the
+        config; whichever comes last must not put an older version back.
+        """
+        if self._config is None or config.version > self._config.version:
+            self._config = config
 
     # -- time -------------------------------------------------------------------
 
@@ -772,8 +791,7 @@ class IdRegistry:
             for shard, (boundary, _) in guards.boundaries.items():
                 if shard in self._watched_boundaries:  # else gc_boundary sets its watch up
                     self._boundaries[shard] = max(self._boundaries.get(shard, 0), boundary)
-            if self._config is None or guards.config.version > self._config.version:
-                self._config = guards.config  # the watch will say so too, later
+            self._adopt_config(guards.config)  # the watch will say so too, later
         return guards
 
     def _ensure_buckets(self, buckets: set[str]) -> None:

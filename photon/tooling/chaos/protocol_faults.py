@@ -61,6 +61,7 @@ from photon.tooling.chaos.analysis import json_lines
 from photon.tooling.chaos.metered_stream import MeteredStream
 from photon.tooling.chaos.record import FaultRecord
 from photon.tooling.chaos.service_manager import ServiceManager
+from photon.tooling.chaos.stack_faults import add_shards
 from photon.tooling.runs import StreamClock, wait_until
 
 log = structlog.get_logger(__name__)
@@ -207,10 +208,7 @@ def stale_epoch_partition(
 
         session_ended = announced and wait_until(gone, longest_s)
         session_s = round(time.monotonic() - frozen.since, 1)
-        before = registry.sharding()
-        after = registry.append_epoch(
-            before.epochs[-1].shards + 1, max_skew_s=settings.shards.max_clock_skew_s
-        )
+        before, after = add_shards(registry, 1, settings.shards.max_clock_skew_s)
         start_us = after.epochs[-1].start_us
         started = wait_until(lambda: registry.zk_now_us() > start_us + _US, 120.0, 0.5)
     return FaultRecord(

@@ -21,7 +21,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from tenacity import retry, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_fixed,
+)
 
 from photon.apps import JOINER
 from photon.faults import CRASH_EXIT_CODE
@@ -35,6 +42,8 @@ from photon.tooling.chaos.sampler import Sampler
 from photon.tooling.chaos.service_manager import ServiceManager
 from photon.tooling.stack import process
 from photon.tooling.stack.manager import LocalStack
+from registry import EpochConflictError, IdRegistry
+from registry.sharding import ShardingConfig
 
 
 def killer(
@@ -193,15 +202,32 @@ def thaw_s3(stack: LocalStack) -> None:
         os.kill(record.pid, signal.SIGCONT)
 
 
+@retry(
+    retry=retry_if_exception_type(EpochConflictError),
+    stop=stop_after_attempt(5),
+    wait=wait_fixed(0.5),
+    reraise=True,
+)
+def add_shards(
+    registry: IdRegistry, more: int, max_skew_s: float
+) -> tuple[ShardingConfig, ShardingConfig]:
+    """Append an epoch of ``more`` shards than the last one's: (before, after).
+
+    Two faults may append at once (a reshard while a stale-epoch partition is
+    struck): the loser's conflict is read again and retried, as an operator would.
+    """
+    before = registry.sharding()
+    after = registry.append_epoch(before.epochs[-1].shards + more, max_skew_s=max_skew_s)
+    return before, after
+
+
 def append_epoch(
     settings: PhotonSettings, since: Callable[[], float], affects: list[str]
 ) -> FaultRecord:
     with connect_registry(settings) as registry:
-        current = registry.sharding().epochs[-1].shards
-        registry.append_epoch(current + 2, max_skew_s=settings.shards.max_clock_skew_s)
-    return FaultRecord(
-        "reshard", f"{current} -> {current + 2} shards", ended_s=since(), affects=affects
-    )
+        before, after = add_shards(registry, 2, settings.shards.max_clock_skew_s)
+    shards = f"{before.epochs[-1].shards} -> {after.epochs[-1].shards} shards"
+    return FaultRecord("reshard", shards, ended_s=since(), affects=affects)
 
 
 def wait_crashed(services: ServiceManager, timeout_s: float = 300.0) -> None:

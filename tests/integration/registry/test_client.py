@@ -202,6 +202,31 @@ def test_epochs_append_by_compare_and_set_and_clients_pick_them_up(connect: Conn
     assert second.gc_boundary(15) == 0  # the new shards exist
 
 
+def test_the_client_that_appends_an_epoch_shards_by_it_before_its_watch_fires(
+    connect: Connect,
+) -> None:
+    operator = connect(default_shards=4)
+    candidates = make_ids(50, start_us=NOW_US + 120_000_000, spread_s=60, seed=23)
+    moved = EventId.parse(next(i for i in candidates if stable_hash(i) % 4 != stable_hash(i) % 7))
+    # Hold the client's watch callbacks: its DataWatch on the config cannot fire.
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(30)
+
+    operator._zk.handler.callback_queue.put(hold)
+    assert held.wait(5)
+    try:
+        appended = operator.append_epoch(7, max_skew_s=1, now_us=moved.ts_us - 2_000_000)
+        assert operator.sharding() == appended
+        assert operator.shard_of(moved) == stable_hash(str(moved)) % 7
+    finally:
+        release.set()
+    time.sleep(0.5)  # the watch fires now, with the same version: nothing goes back
+    assert operator.sharding().version == appended.version
+
+
 def test_concurrent_epoch_appends_one_wins_the_others_get_a_clear_conflict(
     connect: Connect,
 ) -> None:
@@ -216,6 +241,7 @@ def test_concurrent_epoch_appends_one_wins_the_others_get_a_clear_conflict(
             outcomes.append("won")
         except EpochConflictError as exc:
             assert "changed while this epoch was being added" in str(exc)
+            assert len(reg.sharding().epochs) >= 2  # the loser reads what won at once
             outcomes.append("conflict")
 
     threads = [threading.Thread(target=append, args=(c,)) for c in clients]
