@@ -24,7 +24,7 @@ from hypothesis import settings as hypothesis_settings
 from photon.settings import PhotonSettings, load_settings
 from photon.tooling.runs import environment
 from photon.tooling.stack.manager import LocalStack
-from photon.tooling.stack.ports import free_ports
+from photon.tooling.stack.ports import PORT_SLICE_ENV, free_ports
 
 KINDS = ("unit", "integration", "e2e")
 REPO = Path(__file__).resolve().parent.parent
@@ -57,6 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
             "GX_ANALYTICS_ENABLED": "false",
         }
     )
+    # Each xdist worker picks its test stacks' ports from a slice of its own: a port
+    # one worker picked is not taken by another's stack before its own starts.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        os.environ[PORT_SLICE_ENV] = f"{worker[2:]}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from photon.errors import PhotonError
 from photon.tooling.stack import ports
 from photon.tooling.stack.ports import free_ports, port_is_free
 
@@ -65,3 +66,30 @@ def test_a_consecutive_run_skips_a_port_in_use_and_overlaps_no_other_pick(
     assert metrics == list(range(metrics[0], metrics[0] + 4))
     assert ui == list(range(ui[0], ui[0] + 3))
     assert upcoming not in ui and not set(metrics) & set(ui)
+
+
+def test_processes_with_slices_of_their_own_never_pick_the_same_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    picks: list[set[int]] = []
+    for index in range(3):
+        monkeypatch.setenv(ports.PORT_SLICE_ENV, f"{index}/3")
+        monkeypatch.setattr(ports, "_picker", ports._PortPicker())
+        picked = set(free_ports(300))
+        whole = ports._below_ephemeral()
+        size = len(whole) // 3
+        assert all(
+            whole.start + index * size <= port < whole.start + (index + 1) * size for port in picked
+        )
+        picks.append(picked)
+    assert not (picks[0] & picks[1] or picks[0] & picks[2] or picks[1] & picks[2])
+
+
+@pytest.mark.parametrize("value", ["3/3", "-1/2", "a/b", "1", "0/0"])
+def test_a_slice_that_is_not_one_of_its_count_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(ports.PORT_SLICE_ENV, value)
+    monkeypatch.setattr(ports, "_picker", ports._PortPicker())
+    with pytest.raises(PhotonError, match=ports.PORT_SLICE_ENV):
+        free_ports(1)
