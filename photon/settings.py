@@ -50,7 +50,10 @@ CONFIG_ENV_VAR = "PHOTON_CONFIG"
 #: Set by ``photon run`` for the apps it restarts (photon.tooling.pipeline): how many
 #: times it restarted this one. Not a setting, like PHOTON_CONFIG.
 RESTARTS_ENV_VAR = "PHOTON_APP_RESTARTS"
-_NOT_SETTINGS = (CONFIG_ENV_VAR, RESTARTS_ENV_VAR)
+#: ``<i>/<n>``: the slice of the port range free ports are picked from in this process
+#: (photon.tooling.stack.ports). Not a setting either: it picks, it configures nothing.
+PORT_SLICE_ENV_VAR = "PHOTON_PORT_SLICE"
+_NOT_SETTINGS = (CONFIG_ENV_VAR, RESTARTS_ENV_VAR, PORT_SLICE_ENV_VAR)
 
 _DC_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from photon.errors import PhotonError
+from photon.settings import PORT_SLICE_ENV_VAR
 
 
 class PortInUseError(PhotonError, RuntimeError):
@@ -67,7 +68,7 @@ LOWEST_PICK = 20_000
 #: Processes that pick at once (the test suite's workers) set each its own: a port one
 #: picked and has not bound yet (a stack's, until ``photon up`` starts it) is never
 #: another's pick.
-PORT_SLICE_ENV = "PHOTON_PORT_SLICE"
+PORT_SLICE_ENV = PORT_SLICE_ENV_VAR
 
 
 def _below_ephemeral() -> range:
