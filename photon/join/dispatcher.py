@@ -173,6 +173,8 @@ class BatchReport:
     settle_s: float = 0.0  # the retry store and the batch's close, in the driver
     #: When (wall clock, from and to) any of its tasks did its own work: merged, ms.
     busy: list[tuple[float, float]] = field(default_factory=list)
+    #: The same, a list per group's task: how many ran at once (the bench's scaling).
+    tasks_busy: list[list[tuple[float, float]]] = field(default_factory=list)
     objects: list[str] = field(default_factory=list)
     latencies_us: list[int] = field(default_factory=list)
 
@@ -193,6 +195,7 @@ class BatchReport:
                 "task_s",
                 "settle_s",
                 "busy",
+                "tasks_busy",
             )
         }
 
@@ -713,6 +716,7 @@ class Dispatcher(GroupJoiner):
         report.groups_s = round(waited, 3)
         report.task_s = round(max((o.seconds for o in outcomes), default=0.0), 3)
         report.busy = merged_intervals(span for o in outcomes for span in o.busy)
+        report.tasks_busy = [merged_intervals(o.busy) for o in outcomes]
         report.seconds = round(time.perf_counter() - planned.started, 3)
         metrics.BATCH_SECONDS.labels(self.dc, JOINER).observe(report.seconds)
         self._count(report)
@@ -1107,6 +1111,7 @@ class Dispatcher(GroupJoiner):
             task_s=report.task_s,
             settle_s=report.settle_s,
             busy=report.busy,
+            tasks_busy=report.tasks_busy,
             reader_wait_s=report.reader_wait_s,
             **report.counts(),
         )

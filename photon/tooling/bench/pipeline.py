@@ -89,6 +89,7 @@ from photon.tooling.bench.scaling import (
     per_thousand,
     serial_share,
     span,
+    tasks_running,
 )
 from photon.tooling.chaos.analysis import json_lines, logged_at
 from photon.tooling.gen.model import GenConfig
@@ -430,7 +431,10 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     steady = batches[1:]
     times = [
         BatchTimes(
-            *batch_window(b), float(b["task_s"]), tuple((s, e) for s, e in b.get("busy") or ())
+            *batch_window(b),
+            float(b["task_s"]),
+            tuple((s, e) for s, e in b.get("busy") or ()),
+            tuple(tuple((s, e) for s, e in task) for task in b.get("tasks_busy") or ()),
         )
         for b in steady
     ]
@@ -451,6 +455,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
         "slowest_task_seconds": round(sum(t.task_s for t in times), 2),
         "joined_per_s": round(joined / seconds) if seconds > 0 else 0,
         "serial_share": _round(serial),
+        "tasks_running": _round(tasks_running(times)),
         "cpu_s_per_1000_joined": _round(per_thousand(app_cpu_s, joined) if app_cpu_s else None, 3),
         "driver_cpu_s_per_1000_joined": _round(
             per_thousand(driver_cpu_s, joined) if driver_cpu_s is not None else None, 3

@@ -6,6 +6,9 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
 * the **span**: from the first steady batch's start to the last one's end, wall
   time. Between two batches Spark and the driver plan the next one:
   that time belongs to the join as much as the batches' own;
+* **tasks running**: how many of the batches' tasks ran at once, on average
+  over the span; what separates it from the executor cores is the serial
+  share and the time some cores had no task;
 * the **serial share**: of the span, the time in which no task of the join
   ran: ``1 - covered / span``, where ``covered`` is the span's time that the
   batches' ``busy`` intervals (when any task did its own work, wall clock)
@@ -47,6 +50,8 @@ class BatchTimes:
     task_s: float
     #: When any of its tasks did its own work (wall-clock intervals); empty: unknown.
     busy: tuple[tuple[float, float], ...] = ()
+    #: The same for each of its tasks apart; empty: unknown.
+    tasks_busy: tuple[tuple[tuple[float, float], ...], ...] = ()
 
 
 def span(batches: Sequence[BatchTimes]) -> tuple[float, float] | None:
@@ -66,6 +71,19 @@ def serial_share(batches: Sequence[BatchTimes]) -> float | None:
     else:
         in_tasks = sum(b.task_s for b in batches)
     return min(1.0, max(0.0, 1.0 - in_tasks / (window[1] - window[0])))
+
+
+def tasks_running(batches: Sequence[BatchTimes]) -> float | None:
+    """How many tasks ran at once, on average over the span: each task's own work in
+    it, over its length. At ``n`` executor cores at most ``n``; below it by the serial
+    share and by the time some cores had no task (a batch's task that ended before
+    the other, the next batch's waiting for its plan). None without a span, or when a
+    batch's line does not give its tasks apart (an older joiner)."""
+    window = span(batches)
+    if window is None or window[1] <= window[0] or not all(b.tasks_busy for b in batches):
+        return None
+    in_tasks = sum(covered(task, window) for b in batches for task in b.tasks_busy)
+    return in_tasks / (window[1] - window[0])
 
 
 def covered(spans: Sequence[tuple[float, float]], window: tuple[float, float]) -> float:

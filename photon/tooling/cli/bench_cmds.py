@@ -126,6 +126,7 @@ def bench_pipeline(
         cores = f"joiner alone, {run['cores']} core(s)"
         row(f"{cores}: joined clicks/s", run["joined_per_s"])
         row(f"{cores}: CPU-s per 1,000 joined", run["cpu_s_per_1000_joined"])
+        row(f"{cores}: tasks running at once (mean)", run["tasks_running"])
         row(f"{cores}: serial share (no task running)", run["serial_share"],
             "serial_share_le_10pct_at_2_cores" if run["cores"] == 2 else None)  # fmt: skip
         row(f"{cores}: driver's share of the CPU", run["driver_cpu_share"],

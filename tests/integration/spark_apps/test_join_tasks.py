@@ -8,6 +8,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import structlog
+import structlog.testing
 from pyspark.sql import SparkSession
 
 from photon.join.dispatcher import BatchReport, PrestartedGroups
@@ -241,7 +243,8 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
         return started
 
     a.joiner.prestart_groups = prestart_and_note
-    reports = _join_every_batch(a, root, clock, "ranges")
+    with structlog.testing.capture_logs() as logged:
+        reports = _join_every_batch(a, root, clock, "ranges")
 
     assert sum(r.joined for r in reports) > 0 and a.joiner.in_flight is None
     assert len(handed) == len(reports)  # every streaming batch: its groups started early
@@ -250,6 +253,14 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
     # On time, each group's task used the lines it had read before its plan came (its
     # read, then its join); too late, each ran in a job of its own (its join alone).
     assert {len(outcome.busy) for outcome in groups} == ({1} if late else {2})
+    # Each batch's line gives its tasks' work apart (the bench's tasks running at once)
+    # and merged: each task's intervals lie within the merged ones (to the ms).
+    lines = [e for e in logged if e["event"] == "joiner.batch" and e["lines"]]
+    assert len(lines) == len(handed)
+    for line in lines:
+        assert len(line["tasks_busy"]) == 4
+        for start, end in (span for task in line["tasks_busy"] for span in task):
+            assert any(s - 0.001 <= start and end <= e + 0.001 for s, e in line["busy"])
     assert not a.joiner.retries.unfinished_batches()
     check_exactly_once(store, manifest)  # type: ignore[arg-type]
     check_unjoinable_once(store, manifest)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from photon.tooling.bench.scaling import (
     per_thousand,
     serial_share,
     span,
+    tasks_running,
 )
 
 pytestmark = pytest.mark.unit
@@ -77,3 +78,21 @@ def test_the_serial_share_counts_overlapping_task_time_once() -> None:
 def test_without_task_intervals_the_serial_share_adds_up_the_slowest_tasks() -> None:
     batches = [BatchTimes(0.0, 1.0, 0.8, ((0.1, 0.9),)), BatchTimes(1.0, 2.0, 0.5)]
     assert serial_share(batches) == pytest.approx(1 - 1.3 / 2.0)
+
+
+def test_tasks_running_is_the_tasks_own_work_over_the_span_each_task_counted() -> None:
+    """Two tasks a batch: both ran at once for part of each, one alone for the rest."""
+    batches = [
+        BatchTimes(0.0, 1.0, 0.8, tasks_busy=(((0.1, 0.9),), ((0.1, 0.5),))),
+        BatchTimes(1.0, 2.0, 0.9, tasks_busy=(((1.0, 1.9),), ((1.0, 1.2), (1.4, 1.9)))),
+    ]
+    # Task time in the 2.0 s span: 0.8 + 0.4 + 0.9 + 0.7 = 2.8 s.
+    assert tasks_running(batches) == pytest.approx(1.4)
+
+
+def test_tasks_running_is_none_without_each_tasks_intervals_or_a_span() -> None:
+    with_tasks = BatchTimes(0.0, 1.0, 0.5, ((0.0, 0.5),), (((0.0, 0.5),),))
+    without = BatchTimes(1.0, 2.0, 0.5, ((1.0, 1.5),))
+    assert tasks_running([with_tasks]) == pytest.approx(0.5)
+    assert tasks_running([with_tasks, without]) is None  # an older joiner's line among them
+    assert tasks_running([]) is None
