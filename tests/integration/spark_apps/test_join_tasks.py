@@ -6,12 +6,12 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
-import structlog
-import structlog.testing
 from pyspark.sql import SparkSession
 
+from photon.join import dispatcher
 from photon.join.dispatcher import BatchReport, PrestartedGroups
 from photon.join.group import GroupOutcome, GroupWork
 from photon.logs.ranges import FileRange
@@ -68,6 +68,21 @@ def _executor_settings(
         }
         | extra
     )
+
+
+class _LogRecorder:
+    """A module's logger that also keeps what it is given at info level."""
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+        self.events: list[dict[str, Any]] = []
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.events.append({"event": event, **fields})
+        self._logger.info(event, **fields)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
 
 
 def _join_every_batch(dc: DcParts, root: Path, clock: Clock, feed: str) -> list[BatchReport]:
@@ -206,6 +221,7 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
     stack_environment: dict[str, str],
     spark: SparkSession,
     plan_comes: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each batch's job started before the batch ahead is settled, its tasks reading
     their lines and then waiting for their plan (``pipeline.prestart_groups``). A
@@ -243,8 +259,11 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
         return started
 
     a.joiner.prestart_groups = prestart_and_note
-    with structlog.testing.capture_logs() as logged:
-        reports = _join_every_batch(a, root, clock, "ranges")
+    # The dispatcher's own log calls, whatever structlog's configuration is meanwhile (the
+    # Spark session's start configures it again, and capture_logs' would be gone).
+    logged = _LogRecorder(dispatcher.log)
+    monkeypatch.setattr(dispatcher, "log", logged)
+    reports = _join_every_batch(a, root, clock, "ranges")
 
     assert sum(r.joined for r in reports) > 0 and a.joiner.in_flight is None
     assert len(handed) == len(reports)  # every streaming batch: its groups started early
@@ -255,7 +274,7 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
     assert {len(outcome.busy) for outcome in groups} == ({1} if late else {2})
     # Each batch's line gives its tasks' work apart (the bench's tasks running at once)
     # and merged: each task's intervals lie within the merged ones (to the ms).
-    lines = [e for e in logged if e["event"] == "joiner.batch" and e["lines"]]
+    lines = [e for e in logged.events if e["event"] == "joiner.batch" and e["lines"]]
     assert len(lines) == len(handed)
     for line in lines:
         assert len(line["tasks_busy"]) == 4
