@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from photon.settings import PhotonSettings, load_settings
+from photon.settings import PORT_SLICE_ENV_VAR, PhotonSettings, load_settings
 from photon.tooling.runs import environment
 from photon.tooling.stack.manager import LocalStack
-from photon.tooling.stack.ports import PORT_SLICE_ENV, free_ports
+from photon.tooling.stack.ports import free_ports
 
 KINDS = ("unit", "integration", "e2e")
 REPO = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # one worker picked is not taken by another's stack before its own starts.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw"):
-        os.environ[PORT_SLICE_ENV] = f"{worker[2:]}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
+        os.environ[PORT_SLICE_ENV_VAR] = f"{worker[2:]}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

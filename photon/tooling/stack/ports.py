@@ -64,13 +64,6 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PICK = 20_000
 
 
-#: ``<i>/<n>``: this process picks only from the i-th of n equal slices of the range.
-#: Processes that pick at once (the test suite's workers) set each its own: a port one
-#: picked and has not bound yet (a stack's, until ``photon up`` starts it) is never
-#: another's pick.
-PORT_SLICE_ENV = PORT_SLICE_ENV_VAR
-
-
 def _below_ephemeral() -> range:
     """Below the ephemeral range, above :data:`LOWEST_PICK`."""
     try:
@@ -80,17 +73,18 @@ def _below_ephemeral() -> range:
     return range(LOWEST_PICK, max(LOWEST_PICK, ephemeral_low))
 
 
-def _pick_range() -> range:
-    """Ports to pick from: those :func:`_below_ephemeral`, in this process's slice
-    (:data:`PORT_SLICE_ENV`) if it has one."""
-    whole = _below_ephemeral()
+def _in_slice(whole: range) -> range:
+    """This process's slice of ``whole``, if it has one (``PHOTON_PORT_SLICE=<i>/<n>``:
+    the i-th of n equal slices). Processes that pick at once (the test suite's workers)
+    set each its own: a port one picked and has not bound yet (a stack's, until
+    ``photon up`` starts it) is never another's pick."""
     index, count = _port_slice()
     size = len(whole) // count
     return whole[index * size : (index + 1) * size]
 
 
 def _port_slice() -> tuple[int, int]:
-    value = os.environ.get(PORT_SLICE_ENV, "").strip()
+    value = os.environ.get(PORT_SLICE_ENV_VAR, "").strip()
     if not value:
         return 0, 1
     index_text, _, count_text = value.partition("/")
@@ -100,7 +94,7 @@ def _port_slice() -> tuple[int, int]:
         index, count = -1, 0
     if not 0 <= index < count:
         raise PhotonError(
-            f"{PORT_SLICE_ENV} must be <i>/<n> with 0 <= i < n (this process picks from "
+            f"{PORT_SLICE_ENV_VAR} must be <i>/<n> with 0 <= i < n (this process picks from "
             f"the i-th of n slices of the port range), not {value!r}"
         )
     return index, count
@@ -109,18 +103,19 @@ def _port_slice() -> tuple[int, int]:
 class _PortPicker:
     """Hands out ports in turn from a random start: a process never hands out one
     port twice in a row, and two processes start far apart (in slices of their own
-    if they have them, :data:`PORT_SLICE_ENV`)."""
+    if they have them, :func:`_in_slice`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next: int | None = None
 
     def pick(self, count: int, host: str, consecutive: bool) -> list[int] | None:
-        if len(_below_ephemeral()) < 1_000:  # a kernel configured otherwise: its own choice
+        whole = _below_ephemeral()
+        if len(whole) < 1_000:  # a kernel configured otherwise: its own choice
             return None
-        ports = _pick_range()
+        ports = _in_slice(whole)
         if not ports:
-            raise NoFreePortError(f"{PORT_SLICE_ENV} leaves no port of {_below_ephemeral()}")
+            raise NoFreePortError(f"{PORT_SLICE_ENV_VAR} leaves no port of {whole}")
         picked: list[int] = []
         with self._lock:
             if self._next is None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from photon.errors import PhotonError
+from photon.settings import PORT_SLICE_ENV_VAR
 from photon.tooling.stack import ports
 from photon.tooling.stack.ports import free_ports, port_is_free
 
@@ -32,7 +33,9 @@ def test_a_port_in_use_is_passed_over_and_none_is_handed_out_twice_in_a_row(
     monkeypatch.setattr(ports, "_picker", picker)
     first = free_ports(5)
     assert picker._next is not None
-    upcoming = ports._pick_range()[picker._next % len(ports._pick_range())]
+    upcoming = ports._in_slice(ports._below_ephemeral())[
+        picker._next % len(ports._in_slice(ports._below_ephemeral()))
+    ]
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", upcoming))
         listener.listen()
@@ -58,7 +61,9 @@ def test_a_consecutive_run_skips_a_port_in_use_and_overlaps_no_other_pick(
     monkeypatch.setattr(ports, "_picker", picker)
     metrics = free_ports(4, consecutive=True)
     assert picker._next is not None
-    upcoming = ports._pick_range()[(picker._next + 1) % len(ports._pick_range())]
+    upcoming = ports._in_slice(ports._below_ephemeral())[
+        (picker._next + 1) % len(ports._in_slice(ports._below_ephemeral()))
+    ]
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", upcoming))
         listener.listen()
@@ -73,7 +78,7 @@ def test_processes_with_slices_of_their_own_never_pick_the_same_port(
 ) -> None:
     picks: list[set[int]] = []
     for index in range(3):
-        monkeypatch.setenv(ports.PORT_SLICE_ENV, f"{index}/3")
+        monkeypatch.setenv(PORT_SLICE_ENV_VAR, f"{index}/3")
         monkeypatch.setattr(ports, "_picker", ports._PortPicker())
         picked = set(free_ports(300))
         whole = ports._below_ephemeral()
@@ -89,7 +94,7 @@ def test_processes_with_slices_of_their_own_never_pick_the_same_port(
 def test_a_slice_that_is_not_one_of_its_count_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    monkeypatch.setenv(ports.PORT_SLICE_ENV, value)
+    monkeypatch.setenv(PORT_SLICE_ENV_VAR, value)
     monkeypatch.setattr(ports, "_picker", ports._PortPicker())
-    with pytest.raises(PhotonError, match=ports.PORT_SLICE_ENV):
+    with pytest.raises(PhotonError, match=PORT_SLICE_ENV_VAR):
         free_ports(1)
