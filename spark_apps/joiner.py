@@ -49,6 +49,17 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
             pacer = Pacer(pacing)
         return pacer.behind_within(caught_up_s)
 
+    def look() -> int:
+        """At every look of the app's watch: retry passes between batches, and, for a
+        run until idle, a look at the reader. Every look, not only once the joiner has
+        been quiet long enough: a joiner paced to a reader reading its backlog reads no
+        line meanwhile, and a first look made just after the reader caught up, before
+        the source's next trigger read the clicks it let through, found the reader
+        never behind and the joiner idle (a run that stopped having joined nothing)."""
+        if until_idle is not None:
+            reader_was_behind()
+        return joiner.process_retry_passes()
+
     def on_executors(spark: SparkSession) -> None:
         joiner.join_groups = settings.pipeline.join_groups or default_groups(spark)
         joiner.committed_batch_lines = committed_batch_lines(
@@ -76,7 +87,7 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
             **joiner.register_counters.to_dict(),
         },
         until_idle_s=until_idle,
-        idle=joiner.process_retry_passes,
+        idle=look,
         settled=lambda: (
             joiner.in_flight is None
             and retries.settleable(joiner.clock()) == 0
