@@ -331,6 +331,11 @@ class PipelineSettings(_Section):
     #: before the batch ahead is settled; its tasks read their lines, then get their
     #: plan from the driver (docs/join.md, "Groups started before their plan").
     prestart_groups: bool = True
+    #: With the groups on executors: build each Python worker's group joiner (its
+    #: modules, registry session, Redis and object store clients) as the app starts,
+    #: while the first batch waits for its query reader (docs/join.md, "Workers
+    #: warmed before the first batch").
+    warm_up_workers: bool = True
     #: How long such a task waits for its plan before it frees its core and the driver
     #: runs its group in a job of its own.
     plan_wait_s: Annotated[float, Field(gt=0, le=600)] = 5.0

@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 import structlog
 from pyspark import TaskContext
@@ -96,6 +96,12 @@ def _group_joiner(
     return joiner
 
 
+def _has_group_joiner(dc: str, attempt: str, settings_key: str) -> bool:
+    # A module function: a task's closure is pickled by value, and a dict it named
+    # would come as the driver's copy, not this worker's.
+    return (dc, attempt, settings_key) in _JOINERS
+
+
 def _join_partition(
     settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None
 ) -> Callable[[Iterable[GroupWork]], Iterator[GroupOutcome]]:
@@ -133,6 +139,73 @@ def spark_group_runner(
         return outcomes
 
     return run
+
+
+def _warm_partition(
+    settings: PhotonSettings, dc: str, attempt: str, driver_pid: int | None
+) -> Callable[[Iterable[int]], Iterator[WarmedWorker]]:
+    settings_key = settings.model_dump_json()
+
+    def warm(slots: Iterable[int]) -> Iterator[WarmedWorker]:
+        built, error = not _has_group_joiner(dc, attempt, settings_key), None
+        try:
+            _group_joiner(settings, settings_key, dc, attempt, driver_pid)
+        except Exception as exc:  # said, not raised: Spark would try the task again
+            built, error = False, repr(exc)
+        for _ in slots:
+            yield WarmedWorker(os.getpid(), built, error)
+
+    return with_pandas_hidden(warm)
+
+
+class WarmedWorker(NamedTuple):
+    """A Python worker a warm-up task ran in: whether it built its group joiner then
+    (False: an earlier task had, or it failed), and why it failed."""
+
+    pid: int
+    built: bool
+    error: str | None = None
+
+
+def warm_up_workers(
+    spark: SparkSession, settings: PhotonSettings, dc: str, attempt: str
+) -> Future[list[WarmedWorker]]:
+    """Build the group joiner of each of the app's Python workers now: one task a core,
+    in a job started from a thread of its own, so the first batch's tasks find their
+    workers started, modules imported and clients connected (docs/join.md, "Workers
+    warmed before the first batch"). The tasks register and write nothing.
+
+    How it fails: a task that cannot build its joiner (the registry not reachable)
+    returns why instead of failing, so Spark does not try it again and its core is
+    free; a job that fails gives no workers. Either is logged
+    (``joiner.warm_up_failed``) and costs the first batch nothing but the wait:
+    each task builds its group joiner if its worker has none."""
+    context = spark.sparkContext
+    local = (context.master or "").startswith("local")
+    slots = default_groups(spark)
+    warm = _warm_partition(settings, dc, attempt, os.getpid() if local else None)
+    warmed: Future[list[WarmedWorker]] = Future()
+
+    def run() -> None:
+        started = time.perf_counter()
+        try:
+            workers: list[WarmedWorker] = (
+                context.parallelize(range(slots), slots).mapPartitions(warm).collect()
+            )
+        except Exception as exc:  # the first batch's tasks build their own
+            log.warning("joiner.warm_up_failed", dc=dc, error=repr(exc))
+            warmed.set_result([])
+            return
+        errors = sorted({w.error for w in workers if w.error})
+        if errors:
+            log.warning("joiner.warm_up_failed", dc=dc, error="; ".join(errors))
+        else:
+            log.info("joiner.warmed_up", dc=dc, workers=len({w.pid for w in workers}),
+                     seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        warmed.set_result(workers)
+
+    threading.Thread(target=run, name=f"warm-up-{dc}", daemon=True).start()
+    return warmed
 
 
 def _prestarted_partition(

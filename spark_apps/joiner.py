@@ -27,7 +27,12 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
-from spark_apps.join_tasks import SparkGroupJobs, default_groups, spark_group_runner
+from spark_apps.join_tasks import (
+    SparkGroupJobs,
+    default_groups,
+    spark_group_runner,
+    warm_up_workers,
+)
 from spark_apps.streaming import committed_batch_lines
 
 
@@ -67,6 +72,8 @@ def joiner_stream(settings: PhotonSettings, app: JoinerApp, until_idle: float | 
         )
         if settings.pipeline.join_on_executors:
             joiner.run_groups = spark_group_runner(spark, settings, app.dc, app.attempt)
+            if settings.pipeline.warm_up_workers:
+                warm_up_workers(spark, settings, app.dc, app.attempt)
             if settings.pipeline.overlap_batches:
                 prestart = settings.pipeline.prestart_groups and settings.pipeline.tasks_read_lines
                 jobs = SparkGroupJobs(spark, settings, app.dc, app.attempt, prestart=prestart)

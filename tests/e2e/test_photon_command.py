@@ -160,6 +160,15 @@ def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
     # Its start-up, as a user sees it: a time after launch (how long is the benchmarks').
     started = re.search(r"first joined click: (\d+\.\d) s after launch", result.stdout)
     assert started is not None and float(started.group(1)) > 0
+    # Each DC's joiner warmed its Python workers before its first batch (docs/join.md).
+    warmed = [
+        line
+        for log in tmp_path.rglob("app.log")
+        for line in log.read_text(errors="replace").splitlines()
+        if "joiner.warmed_up" in line
+    ]
+    for dc in ("a", "b"):
+        assert any(f"dc={dc}" in line or f'"dc": "{dc}"' in line for line in warmed), warmed
     # The cache hit ratio is of the queries found: every DC's is a share, not "0%" when
     # clicks wait for queries not read yet (docs/join.md, "Cache hits").
     ratios = [int(r) for r in re.findall(r"cache hits (\d+)%", result.stdout)]

@@ -17,8 +17,16 @@ from photon.join.group import GroupOutcome, GroupWork
 from photon.logs.ranges import FileRange
 from photon.settings import PhotonSettings
 from photon.storage import ObjectStore
+from photon.tooling.stack.ports import free_ports
 from registry import IdRegistry
-from spark_apps.join_tasks import SparkGroupJobs, _JobOrder, default_groups, spark_group_runner
+from spark_apps import join_tasks
+from spark_apps.join_tasks import (
+    SparkGroupJobs,
+    _JobOrder,
+    default_groups,
+    spark_group_runner,
+    warm_up_workers,
+)
 from tests.conftest import settings_from_env
 from tests.integration.photon.join.conftest import (  # noqa: F401 (fixtures)
     FEEDS,
@@ -71,15 +79,20 @@ def _executor_settings(
 
 
 class _LogRecorder:
-    """A module's logger that also keeps what it is given at info level."""
+    """A module's logger that also keeps what it is given at info and warning level."""
 
     def __init__(self, logger: Any) -> None:
         self._logger = logger
         self.events: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []
 
     def info(self, event: str, **fields: Any) -> None:
         self.events.append({"event": event, **fields})
         self._logger.info(event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.warnings.append({"event": event, **fields})
+        self._logger.warning(event, **fields)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._logger, name)
@@ -352,3 +365,69 @@ def test_group_jobs_reach_spark_in_the_order_the_driver_handed_them_over(
     (first_id,) = tracker.getJobIdsForGroup(first[0])
     (second_id,) = tracker.getJobIdsForGroup(second[0])
     assert first_id < second_id
+
+
+def test_a_warm_up_builds_each_workers_group_joiner_once_and_writes_nothing(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+) -> None:
+    root, manifest = logs
+    clock = Clock(START_US)
+    a = make_dc("a", root, clock)
+    settings = _executor_settings(stack_environment, root, registry, store, a)
+    attempt = a.joiner.attempt
+
+    first = warm_up_workers(spark, settings, "a", attempt).result(timeout=120)
+    assert len(first) == default_groups(spark) == 2  # a task a core
+    warmed = {w.pid for w in first}
+    assert os.getpid() not in warmed  # Spark's Python workers, not this process
+    for pid in warmed:  # built once a worker (two tasks in one worker: by the first)
+        assert [w.built for w in first if w.pid == pid].count(True) == 1
+    again = warm_up_workers(spark, settings, "a", attempt).result(timeout=120)
+    assert again and not any(w.built for w in again if w.pid in warmed)
+
+    # The batches' tasks find their joiner built and join exactly once; the warm-ups
+    # themselves wrote nothing.
+    assert list(store.keys("")) == []
+    on_executors = spark_group_runner(spark, settings, "a", attempt)
+    ran_in: set[int] = set()
+
+    def run_groups(works: list) -> list:  # type: ignore[type-arg]
+        outcomes = on_executors(works)
+        ran_in.update(o.pid for o in outcomes)
+        return outcomes
+
+    a.joiner.run_groups = run_groups
+    reports = _join_every_batch(a, root, clock, FEEDS[0])
+    assert sum(r.joined for r in reports) > 0 and ran_in
+    check_exactly_once(store, manifest)  # type: ignore[arg-type]
+
+
+def test_a_warm_up_whose_tasks_cannot_reach_the_registry_says_why_without_failing(
+    make_dc: MakeDc,  # noqa: F811
+    store: ObjectStore,  # noqa: F811
+    registry: IdRegistry,  # noqa: F811
+    logs: tuple[Path, object],  # noqa: F811
+    stack_environment: dict[str, str],
+    spark: SparkSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root, _ = logs
+    a = make_dc("a", root, Clock(START_US))
+    (closed,) = free_ports(1)  # nothing listens there
+    settings = _executor_settings(
+        stack_environment, root, registry, store, a,
+        PHOTON_ZOOKEEPER__HOSTS=f"127.0.0.1:{closed}",
+        PHOTON_ZOOKEEPER__CONNECT_TIMEOUT_S="1",
+    )  # fmt: skip
+    recorder = _LogRecorder(join_tasks.log)
+    monkeypatch.setattr(join_tasks, "log", recorder)
+
+    workers = warm_up_workers(spark, settings, "a", a.joiner.attempt).result(timeout=120)
+    # Each task said why, once, rather than fail (Spark would try it again, its core held).
+    assert len(workers) == 2 and all(w.error and not w.built for w in workers), workers
+    assert [e["event"] for e in recorder.warnings] == ["joiner.warm_up_failed"]
