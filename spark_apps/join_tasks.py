@@ -42,7 +42,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 import structlog
-from pyspark import TaskContext
+from pyspark import SparkContext, TaskContext
 from pyspark.sql import SparkSession
 
 from photon.faults import FaultInjector
@@ -96,6 +96,12 @@ def _group_joiner(
     return joiner
 
 
+def _local_driver_pid(context: SparkContext) -> int | None:
+    """This driver's pid where its tasks run on this host (a ``local`` master): an
+    injected crash in a task takes it down too, as a one-process joiner's would."""
+    return os.getpid() if (context.master or "").startswith("local") else None
+
+
 def _has_group_joiner(dc: str, attempt: str, settings_key: str) -> bool:
     # A module function: a task's closure is pickled by value, and a dict it named
     # would come as the driver's copy, not this worker's.
@@ -127,8 +133,7 @@ def spark_group_runner(
 ) -> GroupRunner:
     """Run a batch's groups as one Spark job, a task per group; outcomes in order."""
     context = spark.sparkContext
-    local = (context.master or "").startswith("local")
-    join = _join_partition(settings, dc, attempt, os.getpid() if local else None)
+    join = _join_partition(settings, dc, attempt, _local_driver_pid(context))
 
     def run(works: list[GroupWork]) -> list[GroupOutcome]:
         if not works:
@@ -181,9 +186,8 @@ def warm_up_workers(
     (``joiner.warm_up_failed``) and costs the first batch nothing but the wait:
     each task builds its group joiner if its worker has none."""
     context = spark.sparkContext
-    local = (context.master or "").startswith("local")
     slots = default_groups(spark)
-    warm = _warm_partition(settings, dc, attempt, os.getpid() if local else None)
+    warm = _warm_partition(settings, dc, attempt, _local_driver_pid(context))
     warmed: Future[list[WarmedWorker]] = Future()
 
     def run() -> None:
@@ -363,7 +367,6 @@ class SparkGroupJobs:
         self._order = _JobOrder(spark, dc)
         self._server: PlanServer | None = None
         if prestart:
-            local = (context.master or "").startswith("local")
             pipeline = settings.pipeline
             # Where the executors reach the driver (its RPC's address and name).
             self._server = PlanServer(
@@ -371,7 +374,7 @@ class SparkGroupJobs:
             )
             atexit.register(self._server.close)
             self._prejoin = _prestarted_partition(
-                settings, dc, attempt, os.getpid() if local else None, self._server.address
+                settings, dc, attempt, _local_driver_pid(context), self._server.address
             )
 
     def submit(self, works: list[GroupWork]) -> Future[list[GroupOutcome]]:
