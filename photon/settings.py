@@ -291,8 +291,6 @@ class PipelineSettings(_Section):
     #: Join on arrival: clicks waiting for their query, first seen this recently, are
     #: checked against the cache every batch and joined once it is there, not at their
     #: next backoff (0: off). One MGET a batch of their queries (docs/join.md, step 9).
-    #: Within it, a click whose query the cache cannot have lost is spared its tries
-    #: that would only ask the cache (docs/join.md, "One joiner batch").
     arrival_window_s: Annotated[float, Field(ge=0, le=3600)] = 120.0
     #: A click older than this by its id's time is never held (0: always held):
     #: its preferred DC had its chance; a DC back from an outage catches up without
