@@ -149,6 +149,9 @@ class ReaderProgress:
         #: Every query read since its last look that found a loss (or a failed put) is
         #: newer than this (None: no look yet).
         self.cache_intact_after_us: int | None = None
+        #: The last batch whose queries it published (None: none since it started
+        #: publishing): every publish names it, a look between batches too (:meth:`save`).
+        self.last_batch: str | None = None
         self._saved: dict[str, object] | None = None  # what the state file holds
         self._load()
 
@@ -301,9 +304,19 @@ class ReaderProgress:
     def _clicks_live(self, now_us: int) -> bool:
         return any(now_us - v.grown_at_us < self.idle_us for v in self.click_files.values())
 
-    def save(self, batch: str) -> None:
+    def save(self, batch: str | None = None) -> None:
         """Persist the views, then publish the progress (each file whole); nothing when
-        nothing changed since the last save (the reader looks every trigger interval)."""
+        nothing changed since the last save (the reader looks every trigger interval).
+
+        ``batch``: the batch whose queries were just cached; None for a look between
+        batches. Every publish names the last such batch, so ``progress.json`` never
+        returns to bytes it held before a batch was cached: a joiner that reads the same
+        bytes twice knows no query was cached in between but ones not published yet
+        (docs/join.md, "One joiner batch": the wake look). A look between batches that
+        published "idle" went back to its own earlier bytes when the progress had not
+        moved, though a batch's queries had been cached meanwhile."""
+        if batch is not None:
+            self.last_batch = batch
         signs = None if self.cache_signs is None else list(self.cache_signs)
         state: dict[str, object] = {
             "progress_us": self.progress_us,
@@ -313,6 +326,7 @@ class ReaderProgress:
             "cache_intact_after_us": self.cache_intact_after_us,
             "files": {name: asdict(view) for name, view in self.files.items()},
             "click_files": {name: asdict(view) for name, view in self.click_files.items()},
+            "last_batch": self.last_batch,
         }
         if state == self._saved:
             return
@@ -325,7 +339,7 @@ class ReaderProgress:
                 "cache_lost_at_us": self.cache_lost_at_us,
                 "cache_signs": signs,
                 "cache_intact_after_us": self.cache_intact_after_us,
-                "batch": batch,
+                "batch": self.last_batch,
             },
         )
 
@@ -347,6 +361,8 @@ class ReaderProgress:
         self.cache_intact_after_us = None if intact is None else int(intact)
         clicks = data.get("click_files", {})  # a state saved before clicks were looked at
         self.click_files = {name: FileView(**view) for name, view in clicks.items()}
+        last_batch = data.get("last_batch")  # a state saved before publishes named it
+        self.last_batch = None if last_batch is None else str(last_batch)
         self._saved = data
 
 

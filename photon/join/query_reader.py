@@ -101,8 +101,9 @@ class QueryReader:
         self._lock = threading.Lock()
         self.totals = QueryReaderTotals()
 
-    def publish_progress(self, batch: str = "idle") -> int | None:
+    def publish_progress(self, batch: str | None = None) -> int | None:
         """Look at the query files again and publish the progress; None without a tracker.
+        ``batch``: the batch whose queries were just cached (None: a look between them).
 
         Also run between batches (Spark runs no batch while no line arrives): files
         that went idle stop holding the progress back only when someone looks.
@@ -111,7 +112,7 @@ class QueryReader:
             return None
         return self._publish(batch, file_stats(self.queries_dir, heads=True))
 
-    def _publish(self, batch: str, files: Mapping[str, FileStat]) -> int:
+    def _publish(self, batch: str | None, files: Mapping[str, FileStat]) -> int:
         assert self.progress is not None
         clicks = (
             None
@@ -130,7 +131,7 @@ class QueryReader:
         if self.progress is None or self.queries_dir is None:
             return True
         files = file_stats(self.queries_dir, heads=True)
-        self._publish("idle", files)
+        self._publish(None, files)
         with self._lock:
             return self.progress.settled(files, self.clock())
 

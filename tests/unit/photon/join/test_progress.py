@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from photon.join.progress import (
     ReaderProgress,
     ReadLine,
     file_stats,
+    published_mark,
     read_cache_intact,
     read_cache_lost_at,
     read_progress,
@@ -178,6 +180,33 @@ def test_it_survives_a_restart_and_publishes_for_the_joiner(tmp_path: Path) -> N
     )  # a.log is known read
     (tmp_path / "progress.json").write_text("{not json")
     assert read_progress(tmp_path) == NOTHING_READ
+
+
+def test_a_look_between_batches_never_publishes_bytes_it_published_before_a_batch(
+    tmp_path: Path,
+) -> None:
+    """The joiner's wake look takes the same bytes twice for "nothing cached since": a
+    publish between batches names the last batch cached, so the bytes after batch 2 and a
+    look differ from those after batch 1 and a look, the progress the same in both."""
+    progress = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    # A live file the reader is behind on holds the progress where it is.
+    progress.observe([ReadLine("a.log", 100, T0), ReadLine("held.log", 100, T0)])
+    progress.advance(at(T0 + S, {"a.log": 100, "held.log": 900}), T0 + S)
+    progress.save("000000000001")
+    progress.advance(at(T0 + 2 * S, {"a.log": 150, "held.log": 900}), T0 + 2 * S)
+    progress.save()  # a look between batches: a.log grew
+    after_first = published_mark(tmp_path)
+    progress.observe([ReadLine("a.log", 150, T0 + S)])  # batch 2's query, cached
+    assert progress.advance(at(T0 + 3 * S, {"a.log": 150, "held.log": 900}), T0 + 3 * S) == (
+        T0 - BOUND
+    )
+    progress.save("000000000002")
+    progress.advance(at(T0 + 4 * S, {"a.log": 200, "held.log": 900}), T0 + 4 * S)
+    progress.save()
+    assert published_mark(tmp_path) != after_first
+    assert json.loads(published_mark(tmp_path) or b"{}")["batch"] == "000000000002"
+    again = ReaderProgress(tmp_path, order_bound_us=BOUND, idle_us=IDLE)
+    assert again.last_batch == "000000000002"  # a restart names it too
 
 
 def test_the_last_dropped_put_is_kept_and_published_with_the_progress(tmp_path: Path) -> None:
