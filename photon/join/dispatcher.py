@@ -148,6 +148,10 @@ class BatchReport:
     #: Retried clicks the driver kept back without a task: their query still not
     #: cached, and this try not one that searches the logs (:meth:`Dispatcher._keep_back`).
     kept_back: int = 0
+    #: Deferred clicks whose next tries would only ask the cache again, spared until
+    #: their arrival window ends: the look at the cache covers them
+    #: (:meth:`Dispatcher._spare_after`).
+    spared: int = 0
     filtered: int = 0
     joined: int = 0
     wasted: int = 0
@@ -224,6 +228,8 @@ class _Planned:
     plan_s: float  # the driver's own work on it so far (decoding, planning)
     kept_back: list[Waiting]
     held: list[PendingClick]
+    #: Not-found clicks whose query is newer than this are spared tries (None: none is).
+    spare_after: int | None = None
     submitted: float = 0.0
     outcomes: Future[list[GroupOutcome]] | None = None
 
@@ -362,6 +368,10 @@ class Dispatcher(GroupJoiner):
         # The last whole wake look: the reader's mark before it, and the newest first
         # sighting it covered (:meth:`_wake_arrived`).
         self._last_wake_look: tuple[bytes, int] | None = None
+        # The terms not-found clicks were last spared tries under (:meth:`_spare_after`);
+        # unknown until the first batch looks (a restart: the store may hold some).
+        self._spared_after: int | None = None
+        self._spares_known = False
         # The last time (given the batch's ``now``) the cache may have lost a query
         # (photon.join.cache.CacheLossWatch); None: it may always have.
         self.cache_lost_at = cache_lost_at
@@ -489,6 +499,9 @@ class Dispatcher(GroupJoiner):
                 return None
             now = self.clock()
             woken = self._wake_arrived(now)  # a late query read while the stream is quiet
+            if self._spared_after is not None or not self._spares_known:
+                # Spared clicks may need their timers back though none is due (a loss).
+                self._spare_after(self._lost_at(now), replay=False)
             if not self.retries.due(now, 1, self._reader_progress_now()):
                 return None
             batch = f"{RETRY_PASS_PREFIX}{self.retries.next_sequence('retry_pass'):012d}"
@@ -644,11 +657,7 @@ class Dispatcher(GroupJoiner):
         # None: the cache may have lost anything. So in a replay, which must search no
         # less than its first try did (what that found, this must find again). W past
         # the loss: a query's time is its ad server's clock, a loss's the hosts'.
-        lost_at = (
-            None
-            if start.replay or self.cache_lost_at is None
-            else self.cache_lost_at(now) + self.query_window_us
-        )
+        lost_at = None if start.replay else self._lost_at(now)
         if lost_at is not None:
             skip_searches_of_intact_queries(clicks, lost_at)
         kept_back: list[Waiting] = []
@@ -657,6 +666,8 @@ class Dispatcher(GroupJoiner):
             waking = time.perf_counter()
             report.woken = self._wake_arrived(now) if woken is None else woken
             report.wake_s = round(time.perf_counter() - waking, 3)
+        # After the look, before the due clicks are taken: a restore makes them due now.
+        spare_after = self._spare_after(lost_at, replay=start.replay) if with_retries else None
         if with_retries:
             # A replay decodes every due click: its groups see each (_keep_back).
             unread = self._add_due_retries(
@@ -678,6 +689,7 @@ class Dispatcher(GroupJoiner):
             decoded.seconds + time.perf_counter() - planning,
             kept_back,
             held,
+            spare_after,
         )
         if clicks or ranges:
             self.faults.at_step("planned", batch)  # chaos: a crash with the journal written
@@ -702,7 +714,13 @@ class Dispatcher(GroupJoiner):
         report = planned.report
         settling = time.perf_counter()
         self._settle(
-            planned.batch, planned.start, report, outcomes, planned.kept_back, planned.held
+            planned.batch,
+            planned.start,
+            report,
+            outcomes,
+            planned.kept_back,
+            planned.held,
+            planned.spare_after,
         )
         report.settle_s = round(time.perf_counter() - settling, 3)
         if report.lines:  # a batch of log lines, settled: quiet from here (process_retries)
@@ -795,6 +813,42 @@ class Dispatcher(GroupJoiner):
             return 0
         return self.retries.wake([click for click, query in waiting if query in cached], now)
 
+    def _lost_at(self, now: int) -> int | None:
+        """The query time after which the cache has lost nothing put, at ``now``
+        (None: it may have lost anything): a query newer was put after any loss."""
+        if self.cache_lost_at is None:
+            return None
+        return self.cache_lost_at(now) + self.query_window_us
+
+    def _spare_after(self, lost_at: int | None, *, replay: bool) -> int | None:
+        """The query time after which a click this batch does not find has its tries
+        spared until its arrival window ends; None: no click's are.
+
+        Where a click's query is newer than ``lost_at``, the cache has lost nothing
+        put since, so a query it lacks has not been read yet, and the click's next
+        tries until one searches the logs (:meth:`logs_due`) would only ask the cache
+        again. Once the reader caches the query, the look at the cache
+        (:meth:`_wake_arrived`) wakes the click, for as long as the click is within
+        ``arrival_window_s`` and the look is whole: those tries would find nothing
+        the look does not. Spared, a never-joinable click costs the driver no try
+        within its window (docs/join.md, "One joiner batch").
+
+        Only while the look covers them: the cache up, the last look whole, the
+        terms (``lost_at``) the same as those clicks were spared under. Otherwise
+        every spared click gets its backoff's due time back, once
+        (:meth:`RetryStore.restore_spared`), and a later batch spares again.
+        """
+        covered = self.arrival_window_us > 0 and self.cache.available
+        spare_after = (
+            lost_at if covered and not replay and self._last_wake_look is not None else None
+        )
+        if spare_after != self._spared_after or not self._spares_known:
+            restored = self.retries.restore_spared()
+            if restored:
+                log.info("joiner.spared_restored", dc=self.dc, clicks=restored)
+            self._spared_after, self._spares_known = spare_after, True
+        return spare_after
+
     def _keep_back(
         self, clicks: list[JoinClick], unread: list[Waiting], report: BatchReport
     ) -> tuple[list[JoinClick], list[Waiting]]:
@@ -844,11 +898,13 @@ class Dispatcher(GroupJoiner):
         outcomes: list[GroupOutcome],
         kept_back: list[Waiting],
         held: list[PendingClick],
+        spare_after: int | None = None,
     ) -> None:
         """What the groups left: held and not-found clicks to the retry store, those
         past its limits written as unjoinable first; then the batch is closed.
-        Clicks the driver kept back are deferred like the groups' not-found ones, and
-        those it held are held like the groups' held ones."""
+        Clicks the driver kept back are deferred like the groups' not-found ones (their
+        tries spared where ``spare_after`` allows: :meth:`_spare_after`), and those it
+        held are held like the groups' held ones."""
         now = start.now_us
         resolved: list[str] = []  # retry-store clicks settled by this batch
         held = list(held)
@@ -931,6 +987,13 @@ class Dispatcher(GroupJoiner):
         # new click whose query the cache cannot have lost (its next try searches).
         may_expire = {w.line.click_id for w in not_found if w.searched} & read_past
         not_found += kept_back
+        spared: set[str] = set()
+        # Not past the age a click may be given up at: a short max_age_s (the demo's) is
+        # not stretched to the window.
+        spare_us = min(self.arrival_window_us, self.retries.max_age_us)
+        if spare_after is not None and spare_after == self._spared_after:
+            # Still the terms the batch was planned under (one in flight settles later).
+            spared = {w.line.click_id for w in not_found if w.query_ts_us > spare_after}
         # A click whose query the reader had not read yet is tried again once it has.
         wake = {
             w.line.click_id: w.query_ts_us
@@ -941,11 +1004,20 @@ class Dispatcher(GroupJoiner):
             (w.line for w in not_found), now, may_expire=may_expire.__contains__,
             wake_at_progress=wake,
             query_ids={w.line.click_id: w.query_id for w in not_found},
+            spared=spared, spare_us=spare_us,
         )  # fmt: skip
         report.behind_reader = sum(
             1 for c in deferred if c.click_id not in read_past and self.retries.past_limits(c, now)
         )
         report.deferred = len(deferred)
+        if spared:  # those whose backoff ends before their window does
+            backoff_us = self.retries.backoff_us
+            report.spared = sum(
+                1
+                for c in deferred
+                if c.click_id in spared
+                and c.first_seen_us + spare_us > now + backoff_us(c.click_id, c.attempts)
+            )
         report.unjoinable = len(expired)
         if expired:  # written before they leave the retry store: a crash loses none
             self.registry.check_fence(batch)  # a fenced attempt's clicks are the new one's

@@ -21,7 +21,7 @@ import contextlib
 import json
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +137,9 @@ class RetryStore:
         self._db.executescript(_SCHEMA)
         # a store made before these columns existed
         self._add_columns("open_batches", ("now_us", "reader_progress_us", "shard_groups"))
-        self._add_columns("retries", ("wake_progress_us", "too_new_until_us", "query_id TEXT"))
+        self._add_columns(
+            "retries", ("wake_progress_us", "too_new_until_us", "query_id TEXT", "timer_due_us")
+        )
         self._db.execute(
             "CREATE INDEX IF NOT EXISTS retries_wake ON retries (wake_progress_us) "
             "WHERE wake_progress_us IS NOT NULL"
@@ -146,12 +148,16 @@ class RetryStore:
             "CREATE INDEX IF NOT EXISTS retries_seen ON retries (first_seen_us) "
             "WHERE query_id IS NOT NULL"
         )
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS retries_spared ON retries (timer_due_us) "
+            "WHERE timer_due_us IS NOT NULL"
+        )
         # a store made before the due order's index held the click id: one index to keep
         self._db.execute("DROP INDEX IF EXISTS retries_due")
         # The backoff before the jitter, by attempt (the policy is frozen): the driver
         # draws one for every click it defers, ~1,000 a batch on a backlog.
         self._backoff_base_s: dict[int, float] = {}
-        self._max_age_us = int(policy.max_age_s * _US)
+        self.max_age_us = int(policy.max_age_s * _US)
 
     def _add_columns(self, table: str, columns: Sequence[str]) -> None:
         """Add each of ``columns`` (``name`` for a nullable integer, or ``name TYPE``)
@@ -185,6 +191,8 @@ class RetryStore:
         may_expire: Callable[[str], bool] = lambda click_id: True,
         wake_at_progress: Mapping[str, int] | None = None,
         query_ids: Mapping[str, str] | None = None,
+        spared: Collection[str] = (),
+        spare_us: int = 0,
     ) -> tuple[list[PendingClick], list[PendingClick]]:
         """Schedule each click again; returns (deferred, expired).
 
@@ -201,6 +209,10 @@ class RetryStore:
 
         ``query_ids`` names the query each click waits for: such a click is woken
         as soon as its query is cached (:meth:`waiting_for_queries`, :meth:`wake`).
+        ``spared`` names clicks whose tries within ``spare_us`` of their first sighting
+        would only ask the cache again, which the joiner's look at the cache does for
+        them (join on arrival): such a click is due no sooner, its backoff's due time
+        kept for :meth:`restore_spared`.
         """
         wake = wake_at_progress or {}
         queries = query_ids or {}
@@ -231,10 +243,13 @@ class RetryStore:
                 query_id = queries.get(click_id)
                 known[click_id] = (first_seen, attempts, query_id or stored_query)
                 due = now_us + backoff_us(click_id, attempts)
+                timer_due = None
+                if click_id in spared and first_seen + spare_us > due:
+                    due, timer_due = first_seen + spare_us, due
                 if stored is not None and not twice and query_id in (None, stored_query):
                     # Only its schedule changes: the narrow statement leaves the row's
                     # query (and the index over it) alone, a third cheaper.
-                    updates.append((attempts, due, wake.get(click_id), click_id))
+                    updates.append((attempts, due, wake.get(click_id), timer_due, click_id))
                 else:
                     inserts.append(
                         (
@@ -247,20 +262,23 @@ class RetryStore:
                             due,
                             wake.get(click_id),
                             query_id,
+                            timer_due,
                         )
                     )
                 deferred.append(current)
             self._db.executemany(
                 "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
-                "due_us, wake_progress_us, query_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "due_us, wake_progress_us, query_id, timer_due_us) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (click_id) DO UPDATE SET attempts = excluded.attempts, "
                 "due_us = excluded.due_us, wake_progress_us = excluded.wake_progress_us, "
-                "too_new_until_us = NULL, query_id = coalesce(excluded.query_id, query_id)",
+                "too_new_until_us = NULL, query_id = coalesce(excluded.query_id, query_id), "
+                "timer_due_us = excluded.timer_due_us",
                 inserts,
             )
             self._db.executemany(
                 "UPDATE retries SET attempts = ?, due_us = ?, wake_progress_us = ?, "
-                "too_new_until_us = NULL WHERE click_id = ?",
+                "too_new_until_us = NULL, timer_due_us = ? WHERE click_id = ?",
                 updates,
             )
         return deferred, expired
@@ -283,7 +301,7 @@ class RetryStore:
 
     def _over_limits(self, attempts: int, first_seen_us: int, now_us: int) -> bool:
         # On fields, not a click: defer asks it of every click before it builds one.
-        return attempts >= self.policy.max_attempts and now_us - first_seen_us >= self._max_age_us
+        return attempts >= self.policy.max_attempts and now_us - first_seen_us >= self.max_age_us
 
     def hold(
         self,
@@ -313,7 +331,8 @@ class RetryStore:
                 "due_us, wake_progress_us, too_new_until_us) "
                 "VALUES (?, ?, ?, ?, ?, 0, ?, NULL, ?) "
                 "ON CONFLICT (click_id) DO UPDATE SET due_us = max(due_us, excluded.due_us), "
-                "wake_progress_us = NULL, too_new_until_us = excluded.too_new_until_us",
+                "wake_progress_us = NULL, too_new_until_us = excluded.too_new_until_us, "
+                "timer_due_us = max(timer_due_us, excluded.due_us)",  # NULL: none spared
                 rows,
             )
         return len(rows)
@@ -345,7 +364,8 @@ class RetryStore:
                 self._db.execute(
                     "INSERT INTO retries (click_id, raw, file, offset, first_seen_us, attempts, "
                     "due_us, wake_progress_us) VALUES (?, ?, ?, ?, ?, 0, ?, NULL) "
-                    "ON CONFLICT (click_id) DO UPDATE SET due_us = min(due_us, excluded.due_us)",
+                    "ON CONFLICT (click_id) DO UPDATE SET due_us = min(due_us, excluded.due_us), "
+                    "timer_due_us = NULL",
                     (
                         click.click_id,
                         click.raw,
@@ -410,10 +430,21 @@ class RetryStore:
             woken = 0
             for click_id in click_ids:
                 woken += self._db.execute(
-                    "UPDATE retries SET due_us = ? WHERE click_id = ? AND due_us > ?",
+                    "UPDATE retries SET due_us = ?, timer_due_us = NULL "
+                    "WHERE click_id = ? AND due_us > ?",
                     (now_us, click_id, now_us),
                 ).rowcount
         return woken
+
+    def restore_spared(self) -> int:
+        """Give every click :meth:`defer` spared tries to its backoff's due time again;
+        how many were spared. For when the joiner's look at the cache no longer covers
+        them (the cache down or its keys lost, a look cut short by its limit)."""
+        with self._transaction():
+            return self._db.execute(
+                "UPDATE retries SET due_us = min(due_us, timer_due_us), timer_due_us = NULL "
+                "WHERE timer_due_us IS NOT NULL"
+            ).rowcount
 
     def remove(self, click_ids: Sequence[str]) -> None:
         """Drop these clicks (those not waiting here are no error).

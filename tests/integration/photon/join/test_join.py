@@ -631,6 +631,57 @@ def test_a_wake_look_waits_for_the_readers_publish_and_loses_no_click(
     assert joined == late_clicks and a.retries.pending() == waiting - len(late_clicks)
 
 
+@pytest.mark.parametrize("cache_lost", [False, True])
+def test_a_click_is_spared_its_tries_while_the_look_at_the_cache_covers_it(
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    local_stack: LocalStack,
+    cache_lost: bool,
+) -> None:
+    """The reader cached every query before the joiner, and the cache lost nothing since:
+    a click whose query the cache lacks would only ask the cache again at its next
+    tries, so they are spared until its window ends (here ``retry.max_age_s``, 30 s,
+    the shorter), and the look wakes the ones whose query comes. Once the cache may
+    have lost queries, the spared clicks get their timers back. Every click once."""
+    root, manifest = logs
+    clock = Clock(START_US + 10 * S)
+    a = make_dc("a", root, clock, arrival_window_s=600.0, follow_reader_mark=True)
+    read_every_query(a, root)
+    clock.now_us += FILE_IDLE_US
+    a.reader.publish_progress()
+    clicks = [line for lines in batches(root / "a" / "clicks", 1 << 20) for line in lines]
+    first = a.joiner.process(f"{0:012d}", clicks)
+    waiting = len(manifest.never_joinable)
+    assert first.deferred == first.spared == waiting
+    clock.now_us += 20 * S  # backoffs of 1, 2, 4 and 4 s since: no try of any
+    assert a.joiner.process_retries() is None and a.retries.pending() == waiting
+    late_query = sorted(manifest.never_joinable.values())[0]
+    late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
+    if cache_lost:
+        forget_the_readers_look(local_stack, a)  # the cache may have lost any query
+        clock.now_us += S // 10
+        report = a.joiner.process_retries()  # their timers are back, and ran out long ago
+        assert report is not None and report.retries_due == waiting
+        assert report.spared == 0
+    else:
+        line = _late_query_line(root, late_query)
+        late_log = root / "a" / "queries" / "late.log"
+        late_log.write_bytes(line + b"\n")
+        a.reader.process("q-late", [LogLine(late_log.name, 0, line)])  # cached, published
+        clock.now_us += S // 10
+        report = a.joiner.process_retries()
+        assert report is not None and report.woken == report.joined == len(late_clicks)
+        assert a.retries.pending() == waiting - len(late_clicks)
+    drain(a, clock)
+    joined = Counter(r["click_id"] for r in rows(store, "joined/"))
+    assert set(joined) == set(manifest.expected_joins) | set([] if cache_lost else late_clicks)
+    assert set(joined.values()) == {1}
+    unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
+    assert set(unjoinable) == set(manifest.never_joinable) - set(joined)
+    assert set(unjoinable.values()) == {1}
+
+
 def test_a_batch_that_woke_clicks_and_crashed_takes_them_again_in_its_replay(
     make_dc: MakeDc,
     store: ObjectStore,

@@ -345,6 +345,33 @@ def test_a_retried_click_keeps_its_row_and_takes_a_query_named_anew(store: Retry
     assert woken.click_id == click(2).click_id and woken.behind_reader
 
 
+def test_a_spared_click_is_due_at_its_window_until_its_timer_is_given_back(
+    store: RetryStore,
+) -> None:
+    """Sparing makes a click due at its first sighting plus ``spare_us`` (when its backoff
+    would end sooner), its backoff's due time kept: a wake ends the spare, a hold keeps it
+    (its timer no sooner than the hold's end), and a restore gives back the timer of those
+    still spared."""
+    queries = {click(n).click_id: f"q{n}" for n in (1, 2, 3, 4)}
+    store.defer([click(4)], now_us=90 * S, query_ids=queries)  # first seen at 90 s
+    store.defer([click(n) for n in (1, 2, 3)], now_us=100 * S, query_ids=queries)
+    clicks = [click(n) for n in (1, 2, 3, 4)]
+    spared = {c.click_id for c in clicks}
+    deferred, _ = store.defer(clicks, 101 * S, spared=spared, spare_us=12 * S)
+    assert [c.attempts for c in deferred] == [2, 2, 2, 2]  # tries are counted as ever
+    # each due 2 s on (at 103 s) by its backoff; spared, at 112 s, but click 4 at 102 s:
+    # its window ends before its backoff does, so its timer decides
+    assert [c.click_id for c in store.due(103 * S, 10)] == [click(4).click_id]
+    assert len(store.waiting_for_queries(103 * S, 0, 103 * S, 10)) == 3  # the look covers them
+    assert store.wake([click(1).click_id], now_us=105 * S) == 1  # its query came
+    store.hold([click(2)], now_us=105 * S, until_us=106 * S)  # its line came again
+    assert store.restore_spared() == 2  # clicks 2 and 3: click 1's spare ended
+    due = {c.click_id for c in store.due(105 * S, 10)}
+    assert due == {click(n).click_id for n in (1, 3, 4)}  # click 3's timer: 103 s
+    assert click(2).click_id in {c.click_id for c in store.due(106 * S, 10)}  # the hold's end
+    assert store.restore_spared() == 0
+
+
 def test_a_store_made_before_clicks_kept_their_query_id_still_opens(tmp_path: Path) -> None:
     store = _old_store(
         tmp_path / "old.sqlite", ", wake_progress_us INTEGER, too_new_until_us INTEGER"
