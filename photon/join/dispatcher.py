@@ -775,8 +775,11 @@ class Dispatcher(GroupJoiner):
         Join on arrival: a click whose query had not come at its last try waits for
         its backoff (up to ``retry.max_backoff_s``), though the DC's reader caches
         the query the moment it reads it. One ``MGET`` of the queries of the clicks
-        first seen within ``arrival_window_s`` (tried at least once, past their
-        affinity grace) finds those that came; they go to this batch's groups. A
+        first seen within ``arrival_window_s`` (tried at least once: not one held for
+        another DC, however recent) finds those that came; they go to this batch's
+        groups. From the batch after the click's first try: its tries spared
+        (:meth:`_spare_after`), the look is what finds a query that comes seconds
+        late. A
         query that comes later than the window after its click is found by the
         click's timer, as before. Not while the cache is down (nothing to ask), and
         not in a replay (:meth:`RetryStore.wake`: its first try's wake is in the
@@ -787,7 +790,7 @@ class Dispatcher(GroupJoiner):
         """
         if not self.arrival_window_us or not self.cache.available:
             return 0
-        seen_from, seen_until = now - self.arrival_window_us, now - self.affinity_grace_us
+        seen_from, seen_until = now - self.arrival_window_us, now
         # Read before the look: a query the reader caches after this is published after.
         mark = self.reader_mark() if self.reader_mark is not None else None
         last, self._last_wake_look = self._last_wake_look, None

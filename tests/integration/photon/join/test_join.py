@@ -564,16 +564,30 @@ def _every_click_tried_once(
     return late_query, sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
 
 
-@pytest.mark.parametrize("arrival_window_s", [600.0, 0.0])
+@pytest.mark.parametrize(("arrival_window_s", "affinity_grace_s"), [(600, 0), (600, 3), (0, 0)])
 def test_a_click_is_joined_as_soon_as_its_late_query_is_cached_not_at_its_next_backoff(
-    make_dc: MakeDc, store: ObjectStore, logs: tuple[Path, Manifest], arrival_window_s: float
+    make_dc: MakeDc,
+    store: ObjectStore,
+    logs: tuple[Path, Manifest],
+    arrival_window_s: float,
+    affinity_grace_s: float,
 ) -> None:
     """Join on arrival: the click waits for its backoff, but its query is cached a
     tenth of a second after its try; the next pass wakes and joins it, and only it
-    (the other waiting clicks' queries never come). Off (0), its timer decides."""
+    (the other waiting clicks' queries never come), within the affinity grace too (a
+    click tried is not one held for another DC). Off (0), its timer decides."""
     root, manifest = logs
-    clock = Clock(START_US + 10 * S)
-    a = make_dc("a", root, clock, arrival_window_s=arrival_window_s)
+    # An hour on with two DCs: the grace counts, but no click (older than 1 s) is held for b.
+    clock = Clock(START_US + (3_600 if affinity_grace_s else 10) * S)
+    a = make_dc(
+        "a",
+        root,
+        clock,
+        arrival_window_s=arrival_window_s,
+        dcs=("a", "b") if affinity_grace_s else (),
+        affinity_grace_s=affinity_grace_s,
+        affinity_max_age_s=1.0,
+    )
     late_query, late_clicks = _every_click_tried_once(a, root, manifest, clock)
     waiting = len(manifest.never_joinable)
     assert a.retries.pending() == waiting
@@ -631,19 +645,20 @@ def test_a_wake_look_waits_for_the_readers_publish_and_loses_no_click(
     assert joined == late_clicks and a.retries.pending() == waiting - len(late_clicks)
 
 
-@pytest.mark.parametrize("cache_lost", [False, True])
+@pytest.mark.parametrize("then", ["its query comes", "the cache may have lost it", "a cut look"])
 def test_a_click_is_spared_its_tries_while_the_look_at_the_cache_covers_it(
     make_dc: MakeDc,
     store: ObjectStore,
     logs: tuple[Path, Manifest],
     local_stack: LocalStack,
-    cache_lost: bool,
+    then: str,
 ) -> None:
     """The reader cached every query before the joiner, and the cache lost nothing since:
     a click whose query the cache lacks would only ask the cache again at its next
     tries, so they are spared until its window ends (here ``retry.max_age_s``, 30 s,
     the shorter), and the look wakes the ones whose query comes. Once the cache may
-    have lost queries, the spared clicks get their timers back. Every click once."""
+    have lost queries, or a look is cut short by its limit, the spared clicks get
+    their timers back. Every click once."""
     root, manifest = logs
     clock = Clock(START_US + 10 * S)
     a = make_dc("a", root, clock, arrival_window_s=600.0, follow_reader_mark=True)
@@ -654,32 +669,47 @@ def test_a_click_is_spared_its_tries_while_the_look_at_the_cache_covers_it(
     first = a.joiner.process(f"{0:012d}", clicks)
     waiting = len(manifest.never_joinable)
     assert first.deferred == first.spared == waiting
-    clock.now_us += 20 * S  # backoffs of 1, 2, 4 and 4 s since: no try of any
+    clock.now_us += 20 * S  # their backoffs (1, 2, then 4 s) would have tried each 5 times
     assert a.joiner.process_retries() is None and a.retries.pending() == waiting
     late_query = sorted(manifest.never_joinable.values())[0]
     late_clicks = sorted(c for c, q in manifest.never_joinable.items() if q == late_query)
-    if cache_lost:
+    if then == "the cache may have lost it":
         forget_the_readers_look(local_stack, a)  # the cache may have lost any query
         clock.now_us += S // 10
         report = a.joiner.process_retries()  # their timers are back, and ran out long ago
         assert report is not None and report.retries_due == waiting
         assert report.spared == 0
+    elif then == "a cut look":
+        # The reader reads another query (none of theirs) and publishes: the next look
+        # is over every waiting click, but reads one only, so it is not whole.
+        _read_a_late_query(a, root, _late_query_line(root, f"10.9.9.9:1:{START_US + S}"))
+        a.joiner.max_retries_per_batch = 1
+        clock.now_us += S // 10
+        report = a.joiner.process_retries()
+        assert report is not None and report.retries_due == 1 and report.spared == 0
+        assert a.retries.restore_spared() == 0  # every one had its timer back
+        a.joiner.max_retries_per_batch = 5_000
     else:
-        line = _late_query_line(root, late_query)
-        late_log = root / "a" / "queries" / "late.log"
-        late_log.write_bytes(line + b"\n")
-        a.reader.process("q-late", [LogLine(late_log.name, 0, line)])  # cached, published
+        _read_a_late_query(a, root, _late_query_line(root, late_query))
         clock.now_us += S // 10
         report = a.joiner.process_retries()
         assert report is not None and report.woken == report.joined == len(late_clicks)
         assert a.retries.pending() == waiting - len(late_clicks)
     drain(a, clock)
     joined = Counter(r["click_id"] for r in rows(store, "joined/"))
-    assert set(joined) == set(manifest.expected_joins) | set([] if cache_lost else late_clicks)
+    came = late_clicks if then == "its query comes" else []
+    assert set(joined) == set(manifest.expected_joins) | set(came)
     assert set(joined.values()) == {1}
     unjoinable = Counter(r["click_id"] for r in rows(store, "unjoinable/"))
     assert set(unjoinable) == set(manifest.never_joinable) - set(joined)
     assert set(unjoinable.values()) == {1}
+
+
+def _read_a_late_query(a: DcParts, root: Path, line: bytes) -> None:
+    """DC a's reader reads ``line`` from a query file of its own: caches and publishes."""
+    late_log = root / "a" / "queries" / "late.log"
+    late_log.write_bytes(line + b"\n")
+    a.reader.process("q-late", [LogLine(late_log.name, 0, line)])
 
 
 def test_a_batch_that_woke_clicks_and_crashed_takes_them_again_in_its_replay(
