@@ -88,3 +88,39 @@ def test_the_watcher_walks_the_folders_once_a_discovery_period_not_every_poll(
     assert 0 <= seen_while_running[later] - put_us < 2_000_000
     # ~40 polls in 2 s: a walk at the first, then one about every 0.5 s
     assert 2 <= len(walks) <= 6
+
+
+def test_each_dcs_first_series_is_seen_at_a_poll_not_a_discovery_period_later(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose output comes in one batch would have it overstated by up to a
+    discovery period: until each DC has a series the walk runs at every poll, and
+    after that at its period again."""
+    walks: list[float] = []
+    folders = store.folders
+
+    def counted(prefix: str) -> list[str]:
+        if prefix == "joined/":
+            walks.append(time.monotonic())
+        return folders(prefix)
+
+    monkeypatch.setattr(store, "folders", counted)
+    keys = {
+        "a": "joined/dc=a/hour=2026-11-26T01/a-1/000000000001.parquet",
+        "b": "joined/dc=b/hour=2026-11-26T01/b-1/000000000001.parquet",
+    }
+    put_us: dict[str, int] = {}
+    with ObjectWatcher(store, period_s=0.05, discover_period_s=3.0, dcs=("a", "b")) as watcher:
+        for dc in ("a", "b"):
+            time.sleep(0.4)
+            put_us[keys[dc]] = time.time_ns() // 1000
+            store.put(keys[dc], b"x")
+        time.sleep(0.5)
+        both_found = time.monotonic()
+        time.sleep(1.5)
+        seen_while_running = dict(watcher.first_seen_us)
+    assert set(seen_while_running) == set(put_us)
+    for key, at_us in put_us.items():  # a few polls, not the 3 s period
+        assert 0 <= seen_while_running[key] - at_us < 1_000_000
+    assert len(walks) >= 10  # at every poll while a DC had none
+    assert [at for at in walks if at > both_found] == []  # then at the period: none yet

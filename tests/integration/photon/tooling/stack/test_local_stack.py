@@ -43,7 +43,9 @@ def test_redis_answers_with_an_lru_memory_bound(local_stack: LocalStack) -> None
     try:
         assert client.ping()
         assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "allkeys-lru"
-        assert int(client.config_get("maxmemory")["maxmemory"]) == 256 * 1024 * 1024
+        assert int(client.config_get("maxmemory")["maxmemory"]) == (
+            local_stack.settings.redis.maxmemory_mb << 20
+        )
     finally:
         client.close()
 
@@ -214,7 +216,9 @@ def test_prometheus_scrapes_zookeeper_and_redis_and_loads_the_alert_rules(
     roles = scraped("zookeeper_server_state == 1")
     assert sorted(r["metric"]["state"] for r in roles) == ["follower", "follower", "leader"]
     assert [r["value"][1] for r in scraped("redis_up")] == ["1"]
-    assert [r["value"][1] for r in scraped("redis_config_maxmemory")] == [str(256 * 1024 * 1024)]
+    assert [r["value"][1] for r in scraped("redis_config_maxmemory")] == [
+        str(local_stack.settings.redis.maxmemory_mb << 20)
+    ]
 
 
 def test_every_dashboard_query_is_valid_promql_and_the_registry_and_cache_panels_show_data(

@@ -3,7 +3,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from photon.settings import RedisSettings
 from photon.tooling.compose.engine import DockerEngine, image_of
 from photon.tooling.compose.project import PUBLISHED_PORTS, ComposeProject, ServiceState
 from tests.conftest import REPO
@@ -55,3 +57,12 @@ def test_the_stand_in_override_is_the_second_file_only_when_asked(tmp_path: Path
     with_standin = ComposeProject(engine, "p", tmp_path, s3_standin=True).files()
     assert with_standin[1] == REPO / "infra" / "docker" / "compose.s3-standin.yml"
     assert image_of("services") == "photon/services:0.1.0"
+
+
+def test_the_compose_caches_cap_is_the_local_stacks() -> None:
+    # One cap for both stacks: the sizing in docs/deploy.md holds for either.
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    command = compose["services"]["redis"]["command"]
+    cap = command[command.index("--maxmemory") + 1]
+    assert cap == f"{RedisSettings().maxmemory_mb}mb"
+    assert command[command.index("--maxmemory-policy") + 1] == "allkeys-lru"
