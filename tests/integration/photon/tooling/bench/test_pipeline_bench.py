@@ -115,12 +115,12 @@ def test_each_dcs_first_series_is_seen_at_a_poll_not_a_discovery_period_later(
             time.sleep(0.4)
             put_us[keys[dc]] = time.time_ns() // 1000
             store.put(keys[dc], b"x")
-        time.sleep(0.5)
+        time.sleep(0.8)  # a few polls, even on a loaded machine
         both_found = time.monotonic()
-        time.sleep(1.5)
+        time.sleep(1.2)
         seen_while_running = dict(watcher.first_seen_us)
     assert set(seen_while_running) == set(put_us)
     for key, at_us in put_us.items():  # a few polls, not the 3 s period
         assert 0 <= seen_while_running[key] - at_us < 1_000_000
-    assert len(walks) >= 10  # at every poll while a DC had none
+    assert len(walks) >= 4  # at every poll while a DC had none, not once in the period
     assert [at for at in walks if at > both_found] == []  # then at the period: none yet
