@@ -24,6 +24,21 @@ def store(local_stack: LocalStack) -> ObjectStore:
     return ObjectStore(client, bucket)
 
 
+@pytest.fixture
+def walks(store: ObjectStore, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When the watcher walked the folders: each listing of ``joined/`` starts one."""
+    started: list[float] = []
+    folders = store.folders
+
+    def counted(prefix: str) -> list[str]:
+        if prefix == "joined/":
+            started.append(time.monotonic())
+        return folders(prefix)
+
+    monkeypatch.setattr(store, "folders", counted)
+    return started
+
+
 def test_the_watcher_sees_every_object_of_both_series_once(store: ObjectStore) -> None:
     written: dict[str, int] = {}
     with ObjectWatcher(store, period_s=0.05) as watcher:
@@ -62,19 +77,10 @@ def test_the_watcher_sees_a_batch_s_groups_written_in_any_order(store: ObjectSto
 
 
 def test_the_watcher_walks_the_folders_once_a_discovery_period_not_every_poll(
-    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    store: ObjectStore, walks: list[float]
 ) -> None:
     """The folder walk is most of a poll's listings: it runs once a discovery period,
     and a series that appears in between is still seen within that period."""
-    walks: list[float] = []
-    folders = store.folders
-
-    def counted(prefix: str) -> list[str]:
-        if prefix == "joined/":
-            walks.append(time.monotonic())
-        return folders(prefix)
-
-    monkeypatch.setattr(store, "folders", counted)
     first = "joined/dc=a/hour=2026-11-26T01/a-1/000000000001.parquet"
     later = "joined/dc=a/hour=2026-11-26T02/a-1/000000000002.parquet"  # a new hour's series
     store.put(first, b"x")
@@ -91,20 +97,11 @@ def test_the_watcher_walks_the_folders_once_a_discovery_period_not_every_poll(
 
 
 def test_each_dcs_first_series_is_seen_at_a_poll_not_a_discovery_period_later(
-    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    store: ObjectStore, walks: list[float]
 ) -> None:
     """A run whose output comes in one batch would have it overstated by up to a
     discovery period: until each DC has a series the walk runs at every poll, and
     after that at its period again."""
-    walks: list[float] = []
-    folders = store.folders
-
-    def counted(prefix: str) -> list[str]:
-        if prefix == "joined/":
-            walks.append(time.monotonic())
-        return folders(prefix)
-
-    monkeypatch.setattr(store, "folders", counted)
     keys = {
         "a": "joined/dc=a/hour=2026-11-26T01/a-1/000000000001.parquet",
         "b": "joined/dc=b/hour=2026-11-26T01/b-1/000000000001.parquet",
