@@ -1014,12 +1014,15 @@ class Dispatcher(GroupJoiner):
         )
         report.deferred = len(deferred)
         if spared:  # those whose backoff ends before their window does
-            backoff_us = self.retries.backoff_us
+            backoff_us, spared_due_us = self.retries.backoff_us, self.retries.spared_due_us
             report.spared = sum(
                 1
                 for c in deferred
                 if c.click_id in spared
-                and c.first_seen_us + spare_us > now + backoff_us(c.click_id, c.attempts)
+                and spared_due_us(
+                    c.first_seen_us, spare_us, now + backoff_us(c.click_id, c.attempts)
+                )
+                is not None
             )
         report.unjoinable = len(expired)
         if expired:  # written before they leave the retry store: a crash loses none

@@ -184,6 +184,13 @@ class RetryStore:
         unit = (zlib.crc32(f"{click_id}#{attempts}".encode()) % 2_000_001) / 1_000_000 - 1.0
         return max(1, int(base * (1.0 + p.jitter * unit) * _US))  # unit in [-1, 1]
 
+    @staticmethod
+    def spared_due_us(first_seen_us: int, spare_us: int, timer_due_us: int) -> int | None:
+        """When a spared click is due (the end of its window from its first sighting),
+        or None where its backoff's timer ends first: sparing would not move it."""
+        window_end = first_seen_us + spare_us
+        return window_end if window_end > timer_due_us else None
+
     def defer(
         self,
         clicks: Iterable[PendingClick],
@@ -244,8 +251,10 @@ class RetryStore:
                 known[click_id] = (first_seen, attempts, query_id or stored_query)
                 due = now_us + backoff_us(click_id, attempts)
                 timer_due = None
-                if click_id in spared and first_seen + spare_us > due:
-                    due, timer_due = first_seen + spare_us, due
+                if click_id in spared:
+                    window_end = self.spared_due_us(first_seen, spare_us, due)
+                    if window_end is not None:
+                        due, timer_due = window_end, due
                 if stored is not None and not twice and query_id in (None, stored_query):
                     # Only its schedule changes: the narrow statement leaves the row's
                     # query (and the index over it) alone, a third cheaper.
