@@ -274,16 +274,24 @@ def run(
             summary.batches += 1
             summary.lines += int(getattr(report, "lines", 0))
             return
-        lines, truncations = _batch_lines(options, df, offsets, batch_id)
-        # Before the handler's own line: the bench tells the driver's reading apart from
-        # Spark's time between batches and the handler's (docs/join.md, "Performance").
-        log.info("stream.batch_read", query=query_name, batch=batch_id, lines=len(lines),
-                 read_s=round(time.perf_counter() - reading, 3))  # fmt: skip
-        if lines or truncations:
-            last_data[0] = time.monotonic()
-        handle(batch_key(batch_id), lines, truncations)
+        # The collector paused until the batch's lines (and what the handler made of
+        # them) are dropped: resumed while they live, its next collections would walk
+        # them all, a tenth of the query reader's batch on a backlog (docs/join.md,
+        # "The apps").
+        with collector_paused():
+            lines, truncations = _batch_lines(options, df, offsets, batch_id)
+            count = len(lines)
+            # Before the handler's own line: the bench tells the driver's reading apart
+            # from Spark's time between batches and the handler's (docs/join.md,
+            # "Performance").
+            log.info("stream.batch_read", query=query_name, batch=batch_id, lines=count,
+                     read_s=round(time.perf_counter() - reading, 3))  # fmt: skip
+            if lines or truncations:
+                last_data[0] = time.monotonic()
+            handle(batch_key(batch_id), lines, truncations)
+            del lines, truncations
         summary.batches += 1
-        summary.lines += len(lines)
+        summary.lines += count
 
     if not await_directory(options.directory, stop):
         return summary

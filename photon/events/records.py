@@ -166,6 +166,13 @@ def decode_query(raw: bytes) -> QueryEvent:
     return _query_event(_required_id(obj, "query_id"), obj)
 
 
+def decode_query_id(raw: bytes) -> EventId:
+    """The ``query_id`` of the query line ``raw``: what :func:`decode_query` checks and
+    gives, without building the event (the query reader keeps only the id and the raw
+    line; raises :class:`BadLineError` as :func:`decode_query` does)."""
+    return _required_id(_load_object(raw), "query_id")
+
+
 def decode_query_of(raw: bytes, query_id: EventId) -> QueryEvent | None:
     """The query ``raw`` holds if its ``query_id`` is ``query_id``, else None (a line
     that is not a query, or another query's): what :func:`decode_query` and a

@@ -28,7 +28,7 @@ from pathlib import Path
 import structlog
 
 from photon import metrics
-from photon.events.records import QuarantineRecord, QueryEvent, Stream, decode_line
+from photon.events.records import BadLineError, QuarantineRecord, Stream, decode_query_id
 from photon.heap import collector_paused
 from photon.join.cache import CacheEventStore
 from photon.join.logmap import LogFileMapBuilder, QueryLine, delta_prefix, encode_run
@@ -147,18 +147,29 @@ class QueryReader:
         raw_by_id: dict[str, bytes] = {}
         positions: list[QueryLine] = []
         quarantined: list[QuarantineRecord] = list(truncations)
-        read: list[ReadLine] = []
-        with collector_paused():  # a batch's objects, three a line: none of them garbage
+        # What the progress needs of the lines, a file at a time: where its last line
+        # read ends, and its newest valid query's time (ReaderProgress.observe takes a
+        # file's lines as it takes their summary: both are maxima).
+        ends: dict[str, int] = {}
+        newest_by_file: dict[str, int] = {}
+        with collector_paused():  # a batch's objects, two a line: none of them garbage
             for line in lines:
-                decoded = decode_line(Stream.QUERIES, line.file, line.offset, line.raw)
-                if isinstance(decoded, QuarantineRecord):
-                    quarantined.append(decoded)
-                    read.append(ReadLine(line.file, line.end, None))
+                file, raw = line.file, line.raw
+                end = line.offset + len(raw) + 1
+                if end > ends.get(file, 0):
+                    ends[file] = end
+                try:
+                    query_id = decode_query_id(raw)
+                except BadLineError as exc:
+                    quarantined.append(
+                        QuarantineRecord(file, line.offset, exc.reason, exc.detail, raw)
+                    )
                     continue
-                assert isinstance(decoded, QueryEvent)
-                raw_by_id[str(decoded.query_id)] = line.raw
-                positions.append(QueryLine(decoded.query_id, line.file, line.offset))
-                read.append(ReadLine(line.file, line.end, decoded.query_id.ts_us))
+                raw_by_id[str(query_id)] = raw
+                positions.append(QueryLine(query_id, file, line.offset))
+                if query_id.ts_us > newest_by_file.get(file, 0):
+                    newest_by_file[file] = query_id.ts_us
+        read = [ReadLine(file, end, newest_by_file.get(file)) for file, end in ends.items()]
         report.queries = len(positions)
         report.quarantined = len(quarantined)
         if quarantined:
@@ -175,7 +186,7 @@ class QueryReader:
                 self.progress.looked_at_cache(signs)
         report.cached = self.cache.put_many(raw_by_id)
         if report.cached < len(raw_by_id) and self.progress is not None:
-            newest = max(query.query_id.ts_us for query in positions)
+            newest = max(newest_by_file.values())
             with self._lock:  # published with the progress below: joiners search the logs
                 self.progress.cache_lost(self.clock(), newest)
         entries, state = self.builder.plan(positions)

@@ -89,3 +89,37 @@ def test_an_app_on_a_read_only_logs_mount_waits_for_its_writer_to_make_the_direc
     stopped = Stop()
     threading.Timer(0.2, stopped.set).start()
     assert not await_directory(tmp_path / "b" / "clicks", stopped, poll_s=0.05)  # never made
+
+
+def test_a_batch_is_handled_with_the_collector_paused_until_its_lines_are_dropped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A batch's lines and what its handler makes of them are none of them garbage: the
+    cyclic collector stays off from the read until they are dropped, and runs again
+    after the batch (as it was before it)."""
+    import gc
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "q.1.log").write_bytes(b'{"query_id": "a"}\n{"query_id": "b"}\n')
+    seen: list[tuple[int, bool]] = []
+
+    def handle(_batch: str, lines: Any, _truncations: Any) -> None:
+        seen.append((len(lines), gc.isenabled()))
+
+    def start(_spark: object, _options: object, on_batch: Any, _name: str) -> EndedQuery:
+        on_batch(None, 0)
+        return EndedQuery(None)
+
+    monkeypatch.setattr(streaming, "_start", start)
+    monkeypatch.setattr(
+        streaming,
+        "batch_offsets",
+        lambda *_: ({"files": {}, "heads": {}}, {"files": {"q.1.log": 36}, "heads": {}}),
+    )
+    options = StreamOptions(logs, tmp_path / "ck", 0.01, 1 << 20, 10)
+    assert gc.isenabled()
+    summary = streaming.run(None, options, handle, streaming.Stop())  # type: ignore[arg-type]
+    assert seen == [(2, False)]
+    assert gc.isenabled()
+    assert (summary.batches, summary.lines) == (1, 2)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from photon.events.ids import EventId
 from photon.events.records import (
+    BadLineError,
     ClickEvent,
     JoinedRecord,
     QuarantineReason,
@@ -19,6 +20,7 @@ from photon.events.records import (
     decode_click,
     decode_line,
     decode_query,
+    decode_query_id,
     decode_query_of,
 )
 
@@ -104,6 +106,36 @@ def test_bad_lines_are_quarantined_with_file_offset_and_raw_bytes(
     assert (record.file, record.offset, record.reason) == ("dc/a.log", 1234, reason)
     assert record.detail
     assert base64.b64decode(record.to_dict()["raw_b64"]) == raw  # nothing is lost
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=60),
+        st.builds(
+            lambda value, extra: json.dumps({"query_id": value, **extra}).encode(),
+            st.one_of(
+                st.sampled_from([QID, CID, "10.01.0.1:4242:1767225600123456", "1:2:3", ""]),
+                st.none(),
+                st.integers(),
+                st.text(max_size=30),
+            ),
+            st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+        ),
+        st.sampled_from([b'{"query_id": "%s", "x": NaN}' % QID.encode(), b"[1]", b'{"x": 1}']),
+    )
+)
+def test_a_query_id_decoded_alone_is_what_decoding_the_query_gives(raw: bytes) -> None:
+    """The query reader keeps only the id: decode_query_id takes and refuses exactly the
+    lines decode_line does, with the same reason and detail."""
+    line = decode_line(Stream.QUERIES, "q.log", 7, raw)
+    try:
+        query_id = decode_query_id(raw)
+    except BadLineError as exc:
+        assert isinstance(line, QuarantineRecord)
+        assert (exc.reason, exc.detail) == (line.reason, line.detail)
+    else:
+        assert isinstance(line, QueryEvent)
+        assert query_id == line.query_id and str(query_id) == str(line.query_id)
 
 
 def test_joined_record_carries_the_required_columns() -> None:
