@@ -154,8 +154,7 @@ class QueryReader:
         newest_by_file: dict[str, int] = {}
         with collector_paused():  # a batch's objects, two a line: none of them garbage
             for line in lines:
-                file, raw = line.file, line.raw
-                end = line.offset + len(raw) + 1
+                file, raw, end = line.file, line.raw, line.end
                 if end > ends.get(file, 0):
                     ends[file] = end
                 try:
