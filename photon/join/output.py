@@ -244,7 +244,7 @@ def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> R
         bad = {n: r for n, row in enumerate(rows) if (r := _unfit([row], schema)) is not None}
         return RowCheck(bad, schema, None)
     try:
-        inferred = pa.Table.from_pylist(list(rows)).schema
+        inferred = _inferred_schema(rows)
     except UNFIT:
         inferred = None
     if inferred is not None and isinstance(table := _built(rows, inferred), pa.Table):
@@ -255,7 +255,7 @@ def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> R
         reason = _unfit([row], None)
         if reason is None:  # its types against the earlier rows'
             try:
-                so_far = pa.unify_schemas([so_far, pa.Table.from_pylist([row]).schema])
+                so_far = pa.unify_schemas([so_far, _inferred_schema([row])])
             except UNFIT as exc:
                 reason = f"its types differ from the batch's other rows': {_said(exc)}"
         if reason is not None:
@@ -279,12 +279,23 @@ def _built(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> pa.Ta
     together. A given schema of plain types always writes once its table builds; one
     inferred, or any with nested types, is written to Parquet to be sure."""
     try:
-        table = pa.Table.from_pylist(list(rows), schema=schema)
+        given = schema if schema is not None else _inferred_schema(rows)
+        table = pa.Table.from_pylist(list(rows), schema=given)
         if schema is None or any(pa.types.is_nested(f.type) for f in table.schema):
             pq.write_table(table, pa.BufferOutputStream())
     except UNFIT as exc:
         return _said(exc)
     return table
+
+
+def _inferred_schema(rows: Sequence[Mapping[str, Any]]) -> pa.Schema:
+    """The schema of ``rows``: every field any of them has, in the order first seen,
+    each typed from all its values (a row without it: null there). Not
+    ``Table.from_pylist(rows).schema``: that takes its columns from the first row
+    alone, and a field only later rows hold was dropped from the output unsaid, and
+    its values never checked."""
+    names = dict.fromkeys(name for row in rows for name in row)
+    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names}).schema
 
 
 def _said(exc: BaseException) -> str:

@@ -9,7 +9,10 @@ from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from photon.events.ids import EventId
 from photon.events.records import decode_click
@@ -166,3 +169,69 @@ def test_chunks_that_fit_a_declared_schema_keep_one_table_of_them_all() -> None:
     third = joiner._writable(second, _candidates(3, {"x": 2**64}), out)
     assert len(third.candidates) == 3 and third.table is None
     assert out.counts["unwritable"] == 1
+
+
+def test_a_field_a_chunks_first_row_lacks_is_checked_against_the_earlier_chunks() -> None:
+    """A chunk's later row with a field its first row lacks: that field's values are
+    checked like any other (its type inferred from every row, not the first alone).
+    Inferred from the first row, the field was left out of the chunk's schema, the
+    union took the earlier chunk's type for it, and the write of the registered rows
+    failed after their commit."""
+    joiner = _group_joiner(None)
+    out = GroupOutcome(part="p")
+    first = joiner._writable(_Checked([], None, None), _candidates(0, {"x": None}, {"x": 0}), out)
+    second = joiner._writable(first, _candidates(2, {}, {"x": False}), out)
+    assert out.counts["unwritable"] == 1 and [q.offset for q in out.quarantined] == [300]
+    kept = [row for _, row in second.candidates]
+    assert pa.Table.from_pylist(kept, schema=second.schema).column("x").to_pylist() == [
+        None, 0, None,
+    ]  # fmt: skip
+
+
+def test_a_field_only_a_later_row_holds_is_written() -> None:
+    joiner = _group_joiner(None)
+    out = GroupOutcome(part="p")
+    checked = joiner._writable(_Checked([], None, None), _candidates(0, {}, {"y": [1]}), out)
+    assert checked.table is not None and checked.table.column("y").to_pylist() == [None, [1]]
+
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.sampled_from("xyz"), _values, max_size=3), min_size=1, max_size=10),
+    st.integers(min_value=1, max_value=4),
+    st.data(),
+)
+def test_whatever_rows_come_in_whatever_chunks_the_registered_ones_write_with_every_field(
+    rows: list[dict[str, Any]], chunk: int, data: st.DataObject
+) -> None:
+    """The property the join's write after the registry commit relies on, without an
+    adapter's schema: checked chunk by chunk, any subset of the rows kept (the clicks
+    whose registration won) builds and writes under the schema the checks return,
+    with every field each of them has."""
+    joiner = _group_joiner(None)
+    out = GroupOutcome(part="p")
+    checked = _Checked([], None, None)
+    for first in range(0, len(rows), chunk):
+        checked = joiner._writable(checked, _candidates(first, *rows[first : first + chunk]), out)
+    kept = [row for _, row in checked.candidates]
+    assert len(kept) + out.counts["unwritable"] == len(rows)
+    if not kept:
+        return
+    won = sorted(data.draw(st.sets(st.integers(0, len(kept) - 1), min_size=1)))
+    subset = [kept[n] for n in won]
+    table = pa.Table.from_pylist(subset, schema=checked.schema)
+    pq.write_table(table, pa.BufferOutputStream())
+    assert {name for row in subset for name in row} <= set(table.column_names)
