@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import subprocess
@@ -17,7 +18,7 @@ from multiprocessing.connection import Client
 import pytest
 
 from photon.join.group import GroupWork
-from spark_apps.plan_channel import PlanAddress, PlanServer, ask_plan
+from spark_apps.plan_channel import PlanAddress, PlanServer, _connection, ask_plan
 
 pytestmark = pytest.mark.unit
 
@@ -147,6 +148,20 @@ def test_closing_the_server_answers_the_waiting_tasks(server: PlanServer) -> Non
     server.close()
     asking.join(timeout=5)
     assert not asking.is_alive() and results == [None]
+
+
+def test_each_end_sends_its_messages_at_once() -> None:
+    """Both ends of an ask go through ``_connection``, which turns Nagle's algorithm
+    off: with it on, a task's ask, sent right after its last handshake message, was
+    held until the driver's kernel acknowledged that message, 40 ms later."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname()[:2])
+        accepted, _ = listener.accept()
+        for sock in (client, accepted):
+            with _connection(sock, 5.0) as conn:
+                view = socket.socket(fileno=os.dup(conn.fileno()))
+                with view:
+                    assert view.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
 def test_a_wait_must_be_positive() -> None:
