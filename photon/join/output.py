@@ -243,23 +243,20 @@ def check_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> R
             return RowCheck({}, schema, table)
         bad = {n: r for n, row in enumerate(rows) if (r := _unfit([row], schema)) is not None}
         return RowCheck(bad, schema, None)
-    try:
-        inferred = _inferred_schema(rows)
-    except UNFIT:
-        inferred = None
-    if inferred is not None and isinstance(table := _built(rows, inferred), pa.Table):
-        return RowCheck({}, inferred, table)
+    whole = _built(rows, None)
+    if isinstance(whole, pa.Table):
+        return RowCheck({}, whole.schema, whole)
     bad = {}
     so_far = pa.schema([])
     for index, row in enumerate(rows):
-        reason = _unfit([row], None)
-        if reason is None:  # its types against the earlier rows'
+        alone = _built([row], None)
+        if isinstance(alone, pa.Table):  # its types against the earlier rows'
             try:
-                so_far = pa.unify_schemas([so_far, _inferred_schema([row])])
+                so_far = pa.unify_schemas([so_far, alone.schema])
+                continue
             except UNFIT as exc:
-                reason = f"its types differ from the batch's other rows': {_said(exc)}"
-        if reason is not None:
-            bad[index] = reason
+                alone = f"its types differ from the batch's other rows': {_said(exc)}"
+        bad[index] = alone
     kept = [row for n, row in enumerate(rows) if n not in bad]
     reason = _unfit(kept, so_far)
     if reason is not None:  # never seen: then none of them is registered
@@ -279,8 +276,10 @@ def _built(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> pa.Ta
     together. A given schema of plain types always writes once its table builds; one
     inferred, or any with nested types, is written to Parquet to be sure."""
     try:
-        given = schema if schema is not None else _inferred_schema(rows)
-        table = pa.Table.from_pylist(list(rows), schema=given)
+        if schema is None:
+            table = _inferred_table(rows)
+        else:
+            table = pa.Table.from_pylist(list(rows), schema=schema)
         if schema is None or any(pa.types.is_nested(f.type) for f in table.schema):
             pq.write_table(table, pa.BufferOutputStream())
     except UNFIT as exc:
@@ -288,14 +287,14 @@ def _built(rows: Sequence[Mapping[str, Any]], schema: pa.Schema | None) -> pa.Ta
     return table
 
 
-def _inferred_schema(rows: Sequence[Mapping[str, Any]]) -> pa.Schema:
-    """The schema of ``rows``: every field any of them has, in the order first seen,
-    each typed from all its values (a row without it: null there). Not
-    ``Table.from_pylist(rows).schema``: that takes its columns from the first row
-    alone, and a field only later rows hold was dropped from the output unsaid, and
-    its values never checked."""
+def _inferred_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """The table of ``rows`` with every field any of them has, in the order first
+    seen, each typed from all its values (a row without it: null there). Not
+    ``Table.from_pylist(rows)``: that takes its columns from the first row alone,
+    and a field only later rows hold was dropped from the output unsaid, and its
+    values never checked."""
     names = dict.fromkeys(name for row in rows for name in row)
-    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names}).schema
+    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in names})
 
 
 def _said(exc: BaseException) -> str:
