@@ -166,10 +166,36 @@ class GrowingLogStreamReader(DataSourceStreamReader):
             max_bytes = limit.max_bytes
         elif isinstance(limit, ReadMaxFiles):
             max_files = limit.max_files
+        pacer = self.pacer
+        waited = False
+        while True:
+            mark = None if pacer is None or waited else pacer.reader_mark()
+            limit_us = None if pacer is None else pacer.limit_us()
+            latest = self._planned(start, max_bytes, max_files, limit_us)
+            if (
+                pacer is None
+                or limit_us is None  # not paced: nothing to wait for
+                or mark is None
+                or pacer.pacing.wait_ms == 0
+                or not _same_position(latest, start)
+            ):
+                return latest
+            # Paced and nothing new: Spark would sleep to its next trigger. Within this
+            # one, wait for the reader to move on instead (photon.join.pacing).
+            waited = True
+            if not pacer.moved(mark, pacer.pacing.wait_ms / 1000):
+                return latest
+
+    def _planned(
+        self,
+        start: dict[str, Any],
+        max_bytes: int | None,
+        max_files: int | None,
+        limit_us: int | None,
+    ) -> dict[str, Any]:
         directory = Path(self.directory)
         reader = GrowingLogReader(directory)
         pacer = self.pacer
-        limit_us = None if pacer is None else pacer.limit_us()
         plan = reader.plan(
             start.get("files", {}),
             heads=start.get("heads", {}),
@@ -218,6 +244,12 @@ class GrowingLogStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+def _same_position(latest: dict[str, Any], start: dict[str, Any]) -> bool:
+    """Whether a planned end is where the batch before ended: Spark runs no batch."""
+    files, heads = start.get("files", {}), start.get("heads", {})
+    return bool(latest["files"] == files and latest["heads"] == heads)
 
 
 def batch_offsets(checkpoint: Path, batch_id: int) -> tuple[Offsets, Offsets] | None:

@@ -34,6 +34,12 @@ the joiner quarantines it as before. Pacing changes only where a batch ends,
 which Spark records in its offset log before the batch runs: a replay reads
 the same lines as its first try.
 
+A paced source with nothing new to read may wait up to ``wait_ms`` for the reader
+to commit its next batch (:meth:`Pacer.moved`), within the trigger it would
+otherwise sleep through: the joiner's next batch then starts when the reader
+commits, not at the next trigger after it (up to a trigger interval later, on the
+path of a backlog's first output).
+
 How it fails: never raises for the reader's state being written, wiped or
 missing (each reads as "no pacing" or as the reader's last known state), nor
 for a click file that went or shrank (its range is left as planned: the
@@ -59,6 +65,19 @@ _CLICK_TS = re.compile(rb'"click_id"\s*:\s*"[^"\n]*:([0-9]{1,19})"')
 
 _SCAN_BYTES = 1 << 20
 
+#: The share of its trigger interval a joiner's paced source waits for the reader: the
+#: rest is left for Spark to plan the batch before the next trigger is due.
+TRIGGER_WAIT_SHARE = 0.8
+#: And at most this long, whatever the interval: a stop of the stream waits for the
+#: wait to end (well within Spark's stop timeout).
+MAX_WAIT_S = 5.0
+
+
+def paced_wait_ms(trigger_s: float) -> int:
+    """How long a joiner's paced source with nothing new waits for its reader, for a
+    stream triggered every ``trigger_s``."""
+    return int(min(trigger_s * TRIGGER_WAIT_SHARE, MAX_WAIT_S) * 1000)
+
 
 @dataclass(frozen=True, slots=True)
 class Pacing:
@@ -69,10 +88,13 @@ class Pacing:
     behind_bytes: int
     lead_us: int
     max_ahead_us: int
+    #: How long a paced source with nothing new to read waits for the reader to move on
+    #: (0: it does not wait; the trigger after the reader moved reads what it let through).
+    wait_ms: int = 0
 
     def __post_init__(self) -> None:
-        if self.behind_bytes < 0 or self.lead_us < 0 or self.max_ahead_us < 0:
-            raise ValueError("behind_bytes, lead_us and max_ahead_us must not be negative")
+        if min(self.behind_bytes, self.lead_us, self.max_ahead_us, self.wait_ms) < 0:
+            raise ValueError("behind_bytes, lead_us, max_ahead_us and wait_ms must not be negative")
 
     def to_options(self) -> dict[str, str]:
         """As the log source's options (spark_apps.growing_log_source)."""
@@ -82,6 +104,7 @@ class Pacing:
             _BEHIND_BYTES: str(self.behind_bytes),
             _LEAD_US: str(self.lead_us),
             _MAX_AHEAD_US: str(self.max_ahead_us),
+            _WAIT_MS: str(self.wait_ms),
         }
 
     @classmethod
@@ -99,11 +122,13 @@ class Pacing:
             behind_bytes=_non_negative(options, _BEHIND_BYTES),
             lead_us=_non_negative(options, _LEAD_US),
             max_ahead_us=_non_negative(options, _MAX_AHEAD_US),
+            wait_ms=_non_negative(options, _WAIT_MS) if _WAIT_MS in options else 0,
         )
 
 
 _STATE_DIR, _QUERIES_DIR = "readerStateDir", "readerQueriesDir"
 _BEHIND_BYTES, _LEAD_US, _MAX_AHEAD_US = "readerBehindBytes", "readerLeadUs", "maxAheadUs"
+_WAIT_MS = "readerWaitMs"
 
 
 def _non_negative(options: Mapping[str, str], key: str) -> int:
@@ -162,6 +187,30 @@ class Pacer:
         from photon.join.progress import read_progress  # its Redis client: only when pacing
 
         return read_progress(self.pacing.reader_state_dir) + self.pacing.lead_us
+
+    def reader_mark(self) -> tuple[int, int]:
+        """What changes when the reader has moved on: its checkpoint's committed
+        batches (the folder's stat; cheap enough to look at every few milliseconds).
+        Not its progress, which it publishes before it commits: a plan made between
+        the two is still paced to the batch before, and lets a part of the clicks
+        through where the commit lets through all that the batch's queries allow."""
+        try:
+            stat = (self.pacing.reader_state_dir / "checkpoint" / "commits").stat()
+        except OSError:
+            return (-1, -1)
+        return (stat.st_mtime_ns, stat.st_ino)
+
+    def moved(self, since: tuple[int, ...], timeout_s: float, poll_s: float = 0.02) -> bool:
+        """Wait up to ``timeout_s`` for the reader to move on from ``since`` (a
+        :meth:`reader_mark`); whether it did."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.reader_mark() != since:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(poll_s, left))
 
     def cut(self, path: Path, start: int, end: int, limit_us: int) -> int:
         """Where a planned range ``[start, end)`` of click file ``path`` ends under

@@ -35,7 +35,7 @@ from photon.join.group import GroupJoiner, GroupParts, JoinPolicy
 from photon.join.logmap import LogFileMap, LogFileMapBuilder
 from photon.join.logstore import LogsEventStore
 from photon.join.output import OutputWriter
-from photon.join.pacing import Pacing
+from photon.join.pacing import Pacing, paced_wait_ms
 from photon.join.progress import (
     ReaderProgress,
     published_mark,
@@ -74,6 +74,7 @@ def reader_pacing(settings: PhotonSettings, dc: str) -> Pacing | None:
         behind_bytes=pipeline.reader_pacing_bytes,
         lead_us=int(pipeline.query_order_bound_s * 1_000_000),
         max_ahead_us=int(settings.shards.max_clock_skew_s * 1_000_000),
+        wait_ms=paced_wait_ms(pipeline.trigger_s),
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -375,3 +377,78 @@ def test_a_joiners_source_leaves_clicks_ahead_of_a_busy_query_reader_unread(
     assert source.latestOffset({"files": {}}, ReadAllAvailable())["files"] == {
         "10.2.0.1.000000.log": len(b"".join(lines))
     }
+
+
+def paced_clicks(tmp_path: Path, wait_ms: int) -> tuple[GrowingLogStreamReader, Path, list[bytes]]:
+    """A joiner's source paced to a reader with a backlog whose progress is below every
+    click: it may read nothing yet."""
+    clicks, state, queries = tmp_path / "clicks", tmp_path / "reader", tmp_path / "queries"
+    for directory in (clicks, state, queries):
+        directory.mkdir()
+    t0, second = 1_790_000_000_000_000, 1_000_000
+    lines = [
+        b'{"click_id":"10.2.0.1:7:%d","query_id":"10.1.0.1:7:%d"}\n' % (t, t - second)
+        for t in (t0, t0 + 20 * second)
+    ]
+    (clicks / "10.2.0.1.000000.log").write_bytes(b"".join(lines))
+    (queries / "10.1.0.1.000000.log").write_bytes(b"q" * 10_000)
+    (state / "progress.json").write_text(json.dumps({"progress_us": t0 - 10 * second}))
+    pacing = Pacing(state, queries, behind_bytes=1_000, lead_us=5 * second, max_ahead_us=0,
+                    wait_ms=wait_ms)  # fmt: skip
+    return reader(clicks, **pacing.to_options()), state, lines
+
+
+def reader_commits(state: Path, progress_us: int) -> None:
+    """The reader's batch as the joiner sees it: its progress published, then the
+    batch committed (to 8,000 of its 10,000 bytes: still behind, so still pacing)."""
+    (state / "progress.tmp").write_text(json.dumps({"progress_us": progress_us}))
+    (state / "progress.tmp").rename(state / "progress.json")  # as the reader: whole
+    checkpoint = state / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(exist_ok=True)
+    (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"files": {"10.1.0.1.000000.log": 8000}}')
+    (checkpoint / "commits" / "0").write_text("v1\n{}")
+
+
+def test_a_paced_source_with_nothing_to_read_waits_for_the_reader_to_move_on(
+    tmp_path: Path,
+) -> None:
+    """Where Spark would sleep to its next trigger, the source waits (up to its
+    ``wait_ms``) for the reader to commit a batch, and plans what that lets through at
+    once. Its progress alone (published before the commit) does not end the wait."""
+    source, state, lines = paced_clicks(tmp_path, wait_ms=5_000)
+    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
+    publisher = threading.Timer(0.3, reader_commits, (state, 1_790_000_000_000_000))
+    began = time.monotonic()
+    publisher.start()
+    try:
+        latest = source.latestOffset(start, ReadAllAvailable())
+    finally:
+        publisher.join()
+    waited = time.monotonic() - began
+    assert latest["files"] == {"10.2.0.1.000000.log": len(lines[0])}
+    assert 0.3 <= waited < 2.0
+
+
+def test_a_paced_source_waits_no_longer_than_its_bound_nor_when_it_has_lines(
+    tmp_path: Path,
+) -> None:
+    source, state, lines = paced_clicks(tmp_path, wait_ms=200)
+    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
+    began = time.monotonic()
+    assert source.latestOffset(start, ReadAllAvailable()) == start  # nothing moved
+    assert 0.2 <= time.monotonic() - began < 1.5
+    reader_commits(state, 1_790_000_000_000_000)
+    began = time.monotonic()
+    assert source.latestOffset(start, ReadAllAvailable())["files"] == {
+        "10.2.0.1.000000.log": len(lines[0])
+    }
+    assert time.monotonic() - began < 0.2  # a line to read: no wait
+
+
+def test_a_source_not_told_to_wait_plans_at_once(tmp_path: Path) -> None:
+    source, _, _ = paced_clicks(tmp_path, wait_ms=0)
+    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
+    began = time.monotonic()
+    assert source.latestOffset(start, ReadAllAvailable()) == start
+    assert time.monotonic() - began < 0.2

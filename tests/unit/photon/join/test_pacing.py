@@ -207,3 +207,29 @@ def test_pacing_goes_to_the_source_as_options_and_back(tmp_path: Path) -> None:
         Pacing.from_options(pacing.to_options() | {"readerLeadUs": "soon"})
     with pytest.raises(ValueError, match="must not be negative"):
         Pacing(tmp_path, tmp_path, behind_bytes=-1, lead_us=0, max_ahead_us=0)
+    waiting = Pacing(tmp_path, tmp_path, behind_bytes=1, lead_us=0, max_ahead_us=0, wait_ms=800)
+    assert Pacing.from_options(waiting.to_options()) == waiting
+    without_wait = {k: v for k, v in waiting.to_options().items() if k != "readerWaitMs"}
+    assert Pacing.from_options(without_wait).wait_ms == 0  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="readerWaitMs"):
+        Pacing.from_options(waiting.to_options() | {"readerWaitMs": "-5"})
+
+
+def test_the_readers_mark_moves_when_it_commits_a_batch(tmp_path: Path) -> None:
+    state, queries = reader_dirs(tmp_path)
+    pacer = Pacer(pacing_of(state, queries))
+    before = pacer.reader_mark()
+    assert not pacer.moved(before, timeout_s=0.05)
+    (state / "progress.json").write_text(json.dumps({"progress_us": T0}))
+    assert pacer.reader_mark() == before  # published, not committed: paced as before
+    commit(state, 0, {"q.000000.log": 10})
+    assert pacer.moved(before, timeout_s=0.0)
+    committed = pacer.reader_mark()
+    commit(state, 1, {"q.000000.log": 20})
+    assert pacer.moved(committed, timeout_s=0.0)
+
+
+def test_a_paced_source_waits_within_its_trigger_and_never_long() -> None:
+    assert pacing_module.paced_wait_ms(1.0) == 800
+    assert pacing_module.paced_wait_ms(0.05) == 40
+    assert pacing_module.paced_wait_ms(600.0) == pacing_module.MAX_WAIT_S * 1000
