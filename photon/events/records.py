@@ -7,12 +7,18 @@ other field passes through untouched, in ``fields``.
 Decoding never raises on bad input: :func:`decode_line` returns either the
 event or a :class:`QuarantineRecord` naming the file, the byte offset, the
 reason and the raw bytes (kept whole, so nothing is lost, even non-UTF-8).
+A line nested deeper than :data:`MAX_NESTING` arrays and objects is refused
+(``invalid_json``) before it is decoded: JSON sets no bound, a decoder has one
+(RFC 8259, section 9), and Python's recursion limit was it — such a line raised
+``RecursionError``, a failed batch instead of a bad line, on every replay alike,
+at a depth that hung on the caller's stack.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +31,14 @@ from photon.events.ids import EventId, InvalidEventIdError
 
 #: One decoder for every line: msgspec parses ~4x faster than ``json`` and is strict.
 _DECODER = msgspec.json.Decoder()
+
+#: The deepest nesting of arrays and objects a line may hold (an ad server's lines
+#: hold a few levels): every process decides the same for a line, whatever its stack.
+MAX_NESTING = 100
+
+#: A JSON string, escapes included: brackets inside one do not nest.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
 
 
 class Stream(StrEnum):
@@ -204,14 +218,42 @@ def decode_line(stream: Stream, file: str, offset: int, raw: bytes) -> Event | Q
         )
 
 
+def nested_deeper_than(raw: bytes, bound: int) -> bool:
+    """Whether ``raw`` opens more than ``bound`` arrays and objects inside each other
+    (brackets in strings apart). A line with fewer brackets is not looked at further."""
+    if raw.count(b"[") + raw.count(b"{") <= bound:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub(b"", raw)):
+        if match[0] in (b"[", b"{"):
+            depth += 1
+            if depth > bound:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
 def _load_object(raw: bytes) -> dict[str, Any]:
+    if nested_deeper_than(raw, MAX_NESTING):
+        raise _not_json(raw, ValueError(f"nested deeper than {MAX_NESTING} levels"))
     try:
         obj = _DECODER.decode(raw)  # strict JSON: no NaN/Infinity, UTF-8 checked
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise _not_json(raw, exc) from exc
     if not isinstance(obj, dict):
         raise BadLineError(QuarantineReason.NOT_AN_OBJECT, f"a {type(obj).__name__}, not an object")
     return obj
+
+
+def query_id_text(raw: bytes) -> str | None:
+    """The ``query_id`` string of a line that decodes to an object (unparsed), else
+    None: what a search of the logs for a query's line compares."""
+    try:
+        value = _load_object(raw).get("query_id")
+    except BadLineError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _not_json(raw: bytes, exc: Exception) -> BadLineError:

@@ -22,7 +22,6 @@ shrunken file is "not found", never an error.
 from __future__ import annotations
 
 import bisect
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,6 +31,7 @@ import structlog
 
 from photon import metrics
 from photon.events.ids import EventId
+from photon.events.records import query_id_text
 from photon.join.logmap import LogFileMap
 from photon.logs.reader import unrotated
 
@@ -153,15 +153,8 @@ def _find_line(data: bytes, start: int, stop: int, needle: bytes) -> bytes | Non
         if line_end < 0:
             return None  # a partial last line: not written yet
         line = data[line_start:line_end]
-        if _query_id_of(line) == key:
+        # Decoded as the query reader decodes it: a line it quarantined (not JSON it
+        # takes, nested too deep) is no query here either, and the search goes on.
+        if query_id_text(line) == key:
             return line
     return None
-
-
-def _query_id_of(line: bytes) -> str | None:
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    value = obj.get("query_id") if isinstance(obj, dict) else None
-    return value if isinstance(value, str) else None

@@ -107,6 +107,36 @@ def test_a_value_beyond_the_output_schema_is_quarantined_never_registered(
     assert unwritable_in_window(store, window) == {click_id(n) for n in poison}
 
 
+def test_lines_nested_deeper_than_any_decoder_takes_are_quarantined_and_fail_no_batch(
+    make_dc: MakeDc, store: ObjectStore, registry: IdRegistry, tmp_path: Path
+) -> None:
+    """A query line and a click line nested ~50,000 deep (Python's recursion limit made
+    each raise RecursionError: the reader's batch and the group's failed, on every
+    replay alike) are quarantined as invalid JSON; every other click is joined, and the
+    deep click is never registered."""
+    clock = Clock(START_US + 60 * S)
+    a = make_dc("a", tmp_path / "logs", clock)
+    deep = b"[" * 50_000 + b"]" * 50_000
+    deep_query = b'{"query_id": "%s", "x": %s}' % (query_id(3).encode(), deep)
+    report = a.reader.process(
+        "q0", log_lines("q.0.log", [query(0), deep_query, query(1), query(2)])
+    )
+    assert (report.queries, report.quarantined) == (3, 1)
+    deep_click = b'{"click_id": "%s", "query_id": "%s", "x": %s}' % (
+        click_id(3).encode(), query_id(0).encode(), deep,
+    )  # fmt: skip
+    lines = log_lines("c.0.log", [click(0, 0), deep_click, click(1, 1), click(2, 2)])
+    joined_report = a.joiner.process("000000000000", lines)
+
+    assert joined_report.joined == 3 and joined_report.quarantined == 1
+    assert sorted(r["click_id"] for r in rows(store, "joined/")) == [click_id(n) for n in range(3)]
+    quarantined = rows(store, "quarantine/dc=a/stream=clicks/")
+    assert [(r["offset"], r["reason"]) for r in quarantined] == [(lines[1].offset, "invalid_json")]
+    assert "nested deeper" in quarantined[0]["detail"]
+    assert registry.lookup([click_id(3)])[click_id(3)] is LookupResult.ABSENT
+    assert a.retries.pending() == 0
+
+
 class PassThrough:
     """An adapter without a schema: every field of the click, as it came (so the
     output's types are whatever the lines hold)."""

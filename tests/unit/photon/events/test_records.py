@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from photon.events.ids import EventId
 from photon.events.records import (
+    MAX_NESTING,
     BadLineError,
     ClickEvent,
     JoinedRecord,
@@ -22,6 +23,8 @@ from photon.events.records import (
     decode_query,
     decode_query_id,
     decode_query_of,
+    nested_deeper_than,
+    query_id_text,
 )
 
 pytestmark = pytest.mark.unit
@@ -190,3 +193,45 @@ def test_events_built_past_init_equal_the_ones_init_builds() -> None:
     assert query == QueryEvent(EventId.parse(QID), {"query_id": QID})
     with pytest.raises(dataclasses.FrozenInstanceError):
         click.fields = {}  # type: ignore[misc]
+
+
+def nested(depth: int, leaf: bytes = b"1") -> bytes:
+    """``depth`` arrays and objects inside each other, alternating."""
+    opening = b"".join(b'{"k":' if n % 2 else b"[" for n in range(depth))
+    closing = b"".join(b"}" if n % 2 else b"]" for n in reversed(range(depth)))
+    return opening + leaf + closing
+
+
+@pytest.mark.parametrize("stream", [Stream.QUERIES, Stream.CLICKS])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than any recursion limit
+        b"[" * 100_000,  # and never closed
+        b'{"query_id": "%s", "click_id": "%s", "x": %s}'
+        % (QID.encode(), CID.encode(), nested(5_000)),
+        b'{"query_id": "%s", "click_id": "%s", "x": %s}'
+        % (QID.encode(), CID.encode(), nested(MAX_NESTING)),  # the object is one more level
+    ],
+    ids=["bare", "unclosed", "in-a-field", "one-past-the-bound"],
+)
+def test_a_line_nested_past_the_bound_is_quarantined_not_raised(stream: Stream, raw: bytes) -> None:
+    """Python's recursion limit made such a line raise RecursionError: a failed batch,
+    the same on every replay, instead of one bad line (docs/join.md, "One joiner batch")."""
+    record = decode_line(stream, "dc/a.log", 9, raw)
+    assert isinstance(record, QuarantineRecord)
+    assert record.reason is QuarantineReason.INVALID_JSON
+    assert query_id_text(raw) is None
+    if stream is Stream.QUERIES:
+        with pytest.raises(BadLineError):
+            decode_query_id(raw)
+        assert decode_query_of(raw, EventId.parse(QID)) is None
+
+
+def test_a_line_nested_to_the_bound_decodes_and_brackets_in_strings_do_not_nest() -> None:
+    at_bound = b'{"query_id": "%s", "x": %s}' % (QID.encode(), nested(MAX_NESTING - 1))
+    assert decode_query(at_bound).fields["x"] is not None
+    brackets = b'{"query_id": "%s", "x": "%s", "y": "\\"[{"}' % (QID.encode(), b"[{" * 5_000)
+    assert not nested_deeper_than(brackets, MAX_NESTING)
+    assert decode_query(brackets).fields["x"] == "[{" * 5_000
+    assert query_id_text(brackets) == QID

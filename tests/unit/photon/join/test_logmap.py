@@ -162,3 +162,27 @@ def test_a_lookup_reads_at_most_m_bytes_plus_the_line_that_straddles_m(tmp_path:
 
     assert find(offset_of_target + 1) == {str(target_id): target}  # straddles M: read whole
     assert find(offset_of_target) == {}  # starts exactly at M: beyond the bound, not read
+
+
+def test_a_search_passes_lines_the_query_reader_would_not_take(tmp_path: Path) -> None:
+    """A line naming the query's id that the reader quarantined — nested deeper than any
+    decoder takes (it raised RecursionError in the search, failing the batch on every
+    replay), or not JSON the reader takes — is no query: the search goes on to the
+    query's own line."""
+    first, wanted = EventId("10.0.0.1", 100, BASE_US), EventId("10.0.0.1", 100, BASE_US + 1_000)
+    key = json.dumps(str(wanted)).encode()
+    records = [
+        json.dumps({"query_id": str(first)}).encode(),
+        b'{"query_id": %s, "x": %s}' % (key, b"[" * 50_000 + b"]" * 50_000),
+        b'{"query_id": %s, "x": NaN}' % key,
+        json.dumps({"query_id": str(wanted), "query": "the one"}).encode(),
+    ]
+    path = tmp_path / "q.log"
+    path.write_bytes(b"".join(r + b"\n" for r in records))
+    offsets = [sum(len(r) + 1 for r in records[:n]) for n in range(len(records))]
+    positions = [QueryLine(first, "q.log", offsets[0]), QueryLine(wanted, "q.log", offsets[3])]
+    entries, _ = LogFileMapBuilder(W_US, 1 << 20).plan(positions)
+    logmap = LogFileMap(None, "a")
+    logmap.add(entries)
+    store = LogsEventStore(tmp_path, logmap, window_us=W_US, max_bytes=1 << 20)
+    assert store.find_many([wanted]) == {str(wanted): records[3]}
