@@ -38,7 +38,14 @@ How it fails, and what it does instead:
 * files that appear later are picked up, in name order, on the next read;
   the log files are ``*.log`` and their rotated names ``*.log.<n>``
   (logrotate's): a file rotated by rename or by copy-then-truncate is found
-  under its new name by its head and read on from its offset.
+  under its new name by its head and read on from its offset;
+* a log file whose name is not UTF-8 (a shipper that wrote it in Latin-1)
+  is not read: every record of where a line came from (the log-file map,
+  quarantine, Spark's offsets) holds its file's name as UTF-8 text, and
+  such a name made the first of them to be written fail its batch, on every
+  replay alike. It is said once a process (``logs.name_not_utf8``, an
+  error, with the directory and the name's bytes) and its lines wait in the
+  file, read from its start once it is renamed.
 
 Admission control: ``max_bytes`` and ``max_files`` bound one read; a read
 always makes progress (at least one line, if any is complete).
@@ -48,13 +55,18 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import structlog
+
 from photon.events.records import QuarantineReason, QuarantineRecord
+
+log = structlog.get_logger(__name__)
 
 Offsets = dict[str, int]
 #: File name -> fingerprint of its first HEAD_BYTES bytes (files that have them).
@@ -167,8 +179,33 @@ _LOG_NAME = re.compile(r".+\.log(\.[0-9]+)?")
 
 
 def is_log_name(name: str) -> bool:
-    """Whether ``name`` is a log file's: ``*.log``, or rotated, ``*.log.<n>``."""
-    return _LOG_NAME.fullmatch(name) is not None
+    """Whether ``name`` is a log file's: ``*.log``, or rotated, ``*.log.<n>``, in UTF-8."""
+    return _LOG_NAME.fullmatch(name) is not None and _is_utf8(name)
+
+
+def _is_utf8(name: str) -> bool:
+    # A name's bytes that are not UTF-8 come from the file system as lone surrogates.
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: The names said not to be UTF-8 by this process (each is said once, not every plan).
+_SAID_NOT_UTF8: set[tuple[str, str]] = set()
+
+
+def _say_not_utf8(directory: Path, names: list[str]) -> None:
+    for name in names:
+        if (str(directory), name) not in _SAID_NOT_UTF8:
+            _SAID_NOT_UTF8.add((str(directory), name))
+            log.error(
+                "logs.name_not_utf8",
+                directory=str(directory),
+                name=os.fsencode(name),
+                action="rename it to a UTF-8 name to read it",
+            )
 
 
 class GrowingLogReader:
@@ -182,10 +219,17 @@ class GrowingLogReader:
         if not self.directory.is_dir():
             return []
         if self.pattern is not None:
-            return sorted(p.name for p in self.directory.glob(self.pattern) if p.is_file())
-        return sorted(
-            p.name for p in self.directory.iterdir() if is_log_name(p.name) and p.is_file()
-        )
+            names = [p.name for p in self.directory.glob(self.pattern) if p.is_file()]
+        else:
+            names = [
+                p.name
+                for p in self.directory.iterdir()
+                if _LOG_NAME.fullmatch(p.name) is not None and p.is_file()
+            ]
+        readable = [name for name in names if _is_utf8(name)]
+        if len(readable) < len(names):
+            _say_not_utf8(self.directory, [name for name in names if not _is_utf8(name)])
+        return sorted(readable)
 
     def locate(self, file: str, head: str) -> str | None:
         """The name under which the file known as ``file`` with that head is now: its

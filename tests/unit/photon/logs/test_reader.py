@@ -9,12 +9,14 @@ import threading
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from photon.events.records import QuarantineReason
-from photon.logs.reader import GrowingLogReader, LogLine, Offsets
+from photon.join.progress import file_stats
+from photon.logs.reader import GrowingLogReader, LogLine, Offsets, is_log_name
 
 pytestmark = pytest.mark.unit
 
@@ -394,3 +396,25 @@ def test_a_torn_line_is_final_once_its_writer_has_a_later_file(
     result = reader.read(first.offsets, heads=first.heads)
     torn = {t.file for t in result.truncations if t.reason is QuarantineReason.TORN_LINE}
     assert torn == final
+
+
+def test_a_log_file_whose_name_is_not_utf8_is_said_once_and_read_once_renamed(
+    tmp_path: Path,
+) -> None:
+    """No record of where a line came from can hold such a name (they are UTF-8 text):
+    it failed the first batch to write one, on every replay. Its lines wait in it."""
+    (tmp_path / "good.000000.log").write_bytes(b'{"n": 1}\n')
+    latin1 = os.fsdecode(b"caf\xe9.000000.log")
+    (tmp_path / latin1).write_bytes(b'{"n": 2}\n')
+    reader = GrowingLogReader(tmp_path)
+    with structlog.testing.capture_logs() as logged:
+        first = reader.read()
+        assert reader.files() == ["good.000000.log"]
+    assert [line.raw for line in first.lines] == [b'{"n": 1}']
+    said = [entry for entry in logged if entry["event"] == "logs.name_not_utf8"]
+    assert [entry["name"] for entry in said] == [b"caf\xe9.000000.log"]
+    assert not is_log_name(latin1) and set(file_stats(tmp_path)) == {"good.000000.log"}
+
+    (tmp_path / latin1).rename(tmp_path / "cafe.000000.log")
+    again = reader.read(first.offsets, heads=first.heads)
+    assert [line.raw for line in again.lines] == [b'{"n": 2}']
