@@ -346,25 +346,38 @@ def test_the_latest_offset_reported_to_spark_is_every_file_to_its_end(tmp_path: 
     }
 
 
+T0_US, SECOND_US = 1_790_000_000_000_000, 1_000_000
+
+
+def paced_clicks(
+    tmp_path: Path, click_s: list[int], progress_s: int, wait_ms: int = 0
+) -> tuple[GrowingLogStreamReader, Path, list[bytes]]:
+    """A joiner's source paced to a reader with a backlog (10,000 bytes of queries, none
+    committed; ``behind_bytes`` 1,000, a 5 s lead): clicks ``click_s`` seconds after T0,
+    the reader's progress ``progress_s``. The source, the reader's state and the lines."""
+    clicks, state, queries = tmp_path / "clicks", tmp_path / "reader", tmp_path / "queries"
+    for directory in (clicks, state, queries):
+        directory.mkdir()
+    lines = [
+        b'{"click_id":"10.2.0.1:7:%d","query_id":"10.1.0.1:7:%d"}\n' % (t, t - SECOND_US)
+        for t in (T0_US + n * SECOND_US for n in click_s)
+    ]
+    (clicks / "10.2.0.1.000000.log").write_bytes(b"".join(lines))
+    (queries / "10.1.0.1.000000.log").write_bytes(b"q" * 10_000)
+    progress_us = T0_US + progress_s * SECOND_US
+    (state / "progress.json").write_text(json.dumps({"progress_us": progress_us}))
+    pacing = Pacing(state, queries, behind_bytes=1_000, lead_us=5 * SECOND_US, max_ahead_us=0,
+                    wait_ms=wait_ms)  # fmt: skip
+    return reader(clicks, **pacing.to_options()), state, lines
+
+
 def test_a_joiners_source_leaves_clicks_ahead_of_a_busy_query_reader_unread(
     tmp_path: Path,
 ) -> None:
     """Paced (photon.join.pacing): while the DC's query reader has a backlog, a batch
     ends before the first click newer than the reader's progress plus the lead; once
     the reader has committed all but ``behind_bytes``, the clicks are read as planned."""
-    clicks, state, queries = tmp_path / "clicks", tmp_path / "reader", tmp_path / "queries"
-    for directory in (clicks, state, queries):
-        directory.mkdir()
-    t0, second = 1_790_000_000_000_000, 1_000_000
-    lines = [
-        b'{"click_id":"10.2.0.1:7:%d","query_id":"10.1.0.1:7:%d"}\n' % (t, t - second)
-        for t in (t0, t0 + second, t0 + 20 * second, t0 + 21 * second)
-    ]
-    (clicks / "10.2.0.1.000000.log").write_bytes(b"".join(lines))
-    (queries / "10.1.0.1.000000.log").write_bytes(b"q" * 10_000)
-    (state / "progress.json").write_text(json.dumps({"progress_us": t0 + 2 * second}))
-    pacing = Pacing(state, queries, behind_bytes=1_000, lead_us=5 * second, max_ahead_us=0)
-    source = reader(clicks, **pacing.to_options())
+    source, state, lines = paced_clicks(tmp_path, [0, 1, 20, 21], progress_s=2)
     # The lead passes the first two; the clock's bound (max_ahead 0: now) is far ahead.
     assert source.latestOffset({"files": {}}, ReadAllAvailable())["files"] == {
         "10.2.0.1.000000.log": len(lines[0] + lines[1])
@@ -377,25 +390,6 @@ def test_a_joiners_source_leaves_clicks_ahead_of_a_busy_query_reader_unread(
     assert source.latestOffset({"files": {}}, ReadAllAvailable())["files"] == {
         "10.2.0.1.000000.log": len(b"".join(lines))
     }
-
-
-def paced_clicks(tmp_path: Path, wait_ms: int) -> tuple[GrowingLogStreamReader, Path, list[bytes]]:
-    """A joiner's source paced to a reader with a backlog whose progress is below every
-    click: it may read nothing yet."""
-    clicks, state, queries = tmp_path / "clicks", tmp_path / "reader", tmp_path / "queries"
-    for directory in (clicks, state, queries):
-        directory.mkdir()
-    t0, second = 1_790_000_000_000_000, 1_000_000
-    lines = [
-        b'{"click_id":"10.2.0.1:7:%d","query_id":"10.1.0.1:7:%d"}\n' % (t, t - second)
-        for t in (t0, t0 + 20 * second)
-    ]
-    (clicks / "10.2.0.1.000000.log").write_bytes(b"".join(lines))
-    (queries / "10.1.0.1.000000.log").write_bytes(b"q" * 10_000)
-    (state / "progress.json").write_text(json.dumps({"progress_us": t0 - 10 * second}))
-    pacing = Pacing(state, queries, behind_bytes=1_000, lead_us=5 * second, max_ahead_us=0,
-                    wait_ms=wait_ms)  # fmt: skip
-    return reader(clicks, **pacing.to_options()), state, lines
 
 
 def reader_commits(state: Path, progress_us: int) -> None:
@@ -416,9 +410,9 @@ def test_a_paced_source_with_nothing_to_read_waits_for_the_reader_to_move_on(
     """Where Spark would sleep to its next trigger, the source waits (up to its
     ``wait_ms``) for the reader to commit a batch, and plans what that lets through at
     once. Its progress alone (published before the commit) does not end the wait."""
-    source, state, lines = paced_clicks(tmp_path, wait_ms=5_000)
+    source, state, lines = paced_clicks(tmp_path, [0, 20], progress_s=-10, wait_ms=5_000)
     start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
-    publisher = threading.Timer(0.3, reader_commits, (state, 1_790_000_000_000_000))
+    publisher = threading.Timer(0.3, reader_commits, (state, T0_US))
     began = time.monotonic()
     publisher.start()
     try:
@@ -433,12 +427,12 @@ def test_a_paced_source_with_nothing_to_read_waits_for_the_reader_to_move_on(
 def test_a_paced_source_waits_no_longer_than_its_bound_nor_when_it_has_lines(
     tmp_path: Path,
 ) -> None:
-    source, state, lines = paced_clicks(tmp_path, wait_ms=200)
+    source, state, lines = paced_clicks(tmp_path, [0, 20], progress_s=-10, wait_ms=200)
     start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
     began = time.monotonic()
     assert source.latestOffset(start, ReadAllAvailable()) == start  # nothing moved
     assert 0.2 <= time.monotonic() - began < 1.5
-    reader_commits(state, 1_790_000_000_000_000)
+    reader_commits(state, T0_US)
     began = time.monotonic()
     assert source.latestOffset(start, ReadAllAvailable())["files"] == {
         "10.2.0.1.000000.log": len(lines[0])
@@ -447,7 +441,7 @@ def test_a_paced_source_waits_no_longer_than_its_bound_nor_when_it_has_lines(
 
 
 def test_a_source_not_told_to_wait_plans_at_once(tmp_path: Path) -> None:
-    source, _, _ = paced_clicks(tmp_path, wait_ms=0)
+    source, _, _ = paced_clicks(tmp_path, [0, 20], progress_s=-10)
     start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
     began = time.monotonic()
     assert source.latestOffset(start, ReadAllAvailable()) == start
