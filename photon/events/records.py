@@ -11,7 +11,7 @@ A line nested deeper than :data:`MAX_NESTING` arrays and objects is refused
 (``invalid_json``) before it is decoded: JSON sets no bound, a decoder has one
 (RFC 8259, section 9), and Python's recursion limit was it — such a line raised
 ``RecursionError``, a failed batch instead of a bad line, on every replay alike,
-at a depth that hung on the caller's stack.
+at a depth that depended on the caller's stack.
 """
 
 from __future__ import annotations
