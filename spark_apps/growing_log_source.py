@@ -167,24 +167,16 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         elif isinstance(limit, ReadMaxFiles):
             max_files = limit.max_files
         pacer = self.pacer
-        waited = False
-        while True:
-            mark = None if pacer is None or waited else pacer.reader_mark()
-            limit_us = None if pacer is None else pacer.limit_us()
-            latest = self._planned(start, max_bytes, max_files, limit_us)
-            if (
-                pacer is None
-                or limit_us is None  # not paced: nothing to wait for
-                or mark is None
-                or pacer.pacing.wait_ms == 0
-                or not _same_position(latest, start)
-            ):
-                return latest
+        mark = pacer.reader_mark() if pacer is not None and pacer.pacing.wait_ms else None
+        limit_us = None if pacer is None else pacer.limit_us()
+        latest = self._planned(start, max_bytes, max_files, limit_us)
+        if pacer is None or mark is None or limit_us is None:  # not paced, or not to wait
+            return latest
+        if _same_position(latest, start) and pacer.moved(mark, pacer.pacing.wait_ms / 1000):
             # Paced and nothing new: Spark would sleep to its next trigger. Within this
-            # one, wait for the reader to move on instead (photon.join.pacing).
-            waited = True
-            if not pacer.moved(mark, pacer.pacing.wait_ms / 1000):
-                return latest
+            # one the reader committed: plan what it lets through (photon.join.pacing).
+            latest = self._planned(start, max_bytes, max_files, pacer.limit_us())
+        return latest
 
     def _planned(
         self,

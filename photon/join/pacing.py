@@ -200,7 +200,7 @@ class Pacer:
             return (-1, -1)
         return (stat.st_mtime_ns, stat.st_ino)
 
-    def moved(self, since: tuple[int, ...], timeout_s: float, poll_s: float = 0.02) -> bool:
+    def moved(self, since: tuple[int, int], timeout_s: float, poll_s: float = 0.02) -> bool:
         """Wait up to ``timeout_s`` for the reader to move on from ``since`` (a
         :meth:`reader_mark`); whether it did."""
         deadline = time.monotonic() + timeout_s

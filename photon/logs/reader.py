@@ -226,10 +226,10 @@ class GrowingLogReader:
                 for p in self.directory.iterdir()
                 if _LOG_NAME.fullmatch(p.name) is not None and p.is_file()
             ]
-        readable = [name for name in names if _is_utf8(name)]
-        if len(readable) < len(names):
-            _say_not_utf8(self.directory, [name for name in names if not _is_utf8(name)])
-        return sorted(readable)
+        unreadable = [name for name in names if not _is_utf8(name)]
+        if unreadable:
+            _say_not_utf8(self.directory, unreadable)
+        return sorted(name for name in names if name not in unreadable)
 
     def locate(self, file: str, head: str) -> str | None:
         """The name under which the file known as ``file`` with that head is now: its
