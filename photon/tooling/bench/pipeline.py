@@ -26,11 +26,12 @@ root, bucket and cache keys of its own:
   run, and a watcher lists ``joined/`` in the bucket every 0.2 s. A click's
   latency is from its time to the first listing that shows its object
   (so it includes the object becoming visible, plus up to one poll). The
-  stream is simulated once the apps stream, to start a few seconds later;
-  when the simulation is ready only after that start (a high rate, a slow
-  machine), every line goes out later than the time it carries by the same
-  amount (the manifest's ``live_start_shift_s``), and a click's time is its
-  timestamp plus that shift: when it happened in the stream the apps saw. The
+  stream is simulated while the apps start, to start once they all stream
+  and its planned start (:func:`live_lead_s`) has come; when it is ready only
+  after that start (a slow machine), every line goes out later than the time
+  it carries by the same amount (the manifest's ``live_start_shift_s``), and
+  a click's time is its timestamp plus that shift: when it happened in the
+  stream the apps saw. The
   ad-server simulator runs in a process of its own, at a higher priority
   where allowed (root), so that its own lag on two busy cores does not count
   as join latency; the first 10 s of clicks (apps warming up) are reported
@@ -125,6 +126,11 @@ P90_BOUND_S = 5.0
 
 #: How long the apps of a live phase wait with nothing to read before they stop.
 LIVE_IDLE_S = 60.0
+
+#: A live phase's apps stream ~10-15 s after launch on a 2-core machine.
+_APPS_START_S = 15.0
+#: The stream's simulation, per click, beside the starting apps (``live_lead_s``).
+_SIMULATED_S_PER_CLICK = 100e-6
 
 #: Clicks of the live phase's first seconds meet apps still warming up (JIT,
 #: Python workers, connections): their latency is reported apart.
@@ -289,22 +295,27 @@ def run_phase(
             writer: threading.Thread | None = None
             gen_config: list[GenConfig] = []  # the live stream's, once it starts
             if live:
+                # A process of its own: sharing this one's GIL, the writer fell seconds
+                # behind the clock, and that lag would count as the join's latency. It
+                # simulates the stream while the apps start.
+                cfg = cfg_for(settings)
+                gen_config.append(cfg)
+                spawn = multiprocessing.get_context("spawn")
+                go = spawn.Event()
+                process = spawn.Process(
+                    target=write_live,
+                    args=(cfg.model_dump_json(), str(settings.logs_root), None, go),
+                    daemon=True,
+                )
+                process.start()
 
                 def start_writer() -> None:
                     # Steady state: the ad servers start once every app is streaming
                     # (Spark start-up is not the join's latency), each line at its time.
                     if not wait_until_streaming(settings, finished):
+                        process.terminate()
                         return
-                    # A process of its own: sharing this one's GIL, the writer fell seconds
-                    # behind the clock, and that lag would count as the join's latency.
-                    cfg = cfg_for(settings)
-                    gen_config.append(cfg)
-                    process = multiprocessing.get_context("spawn").Process(
-                        target=write_live,
-                        args=(cfg.model_dump_json(), str(settings.logs_root)),
-                        daemon=True,
-                    )
-                    process.start()
+                    go.set()
                     process.join()
                     manifest = load_manifest(settings.logs_root)
                     figures.clicks_in = manifest.clicks
@@ -693,7 +704,7 @@ def _live_phase(
         lambda s: GenConfig(
             seed=8,
             dcs=s.dcs,
-            start_us=time.time_ns() // 1000 + 8_000_000,  # starting + simulating: ~6 s
+            start_us=time.time_ns() // 1000 + round(live_lead_s(click_rate * seconds) * 1e6),
             queries=int(query_rate * seconds),
             query_rate=query_rate,
             ctr=ctr,
@@ -703,14 +714,20 @@ def _live_phase(
             rollover_bytes=4 << 20,
         ),
         live=True,
-        # Longer than the pause between the apps streaming and the stream's first line:
-        # the stream is simulated only then, ~21 CPU-s at 4,000 clicks/s on a 2-core
-        # machine, and up to ~36 s with the apps beside it. With 30 s, the apps of a
-        # slower run stopped for idle before the first line (docs/join.md, "Current
-        # figures"). The phase ends that much after its last output: the latencies
+        # Longer than the pause between the apps streaming and the stream's first line
+        # (live_lead_s). The phase ends that much after its last output: the latencies
         # are the outputs', not the phase's.
         until_idle_s=LIVE_IDLE_S,
     )
+
+
+def live_lead_s(clicks: float) -> float:
+    """How long after its launch a live phase's stream starts: the apps' start-up, and
+    the stream's simulation running beside it (~80 µs a click alone on a 2-core
+    machine; more beside the starting apps). A stream ready only after its start goes
+    out shifted (the manifest's ``live_start_shift_s``), its clicks older when read:
+    with a 45 s retry age, a late query's clicks would then expire unjoined."""
+    return _APPS_START_S + clicks * _SIMULATED_S_PER_CLICK
 
 
 def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from photon.settings import S3Settings
+from photon.tooling import runs
+from photon.tooling.gen import simulator
+from photon.tooling.gen.model import GenConfig
+from photon.tooling.gen.simulator import Simulation
 from photon.tooling.runs import StreamClock, namespace
 
 pytestmark = pytest.mark.unit
@@ -56,3 +62,36 @@ def test_a_runs_namespace_is_its_own_root_bucket_cache_keys_logs_and_state(
     assert set(namespace("demo-20261126-030000")) == {
         "PHOTON_ZOOKEEPER__ROOT", "PHOTON_S3__BUCKET", "PHOTON_REDIS__KEY_PREFIX"
     }  # fmt: skip
+
+
+def test_a_live_writer_simulates_at_once_and_writes_only_once_told_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    simulated = threading.Event()
+
+    def simulate_and_say(cfg: GenConfig) -> Simulation:
+        sim = simulator.simulate(cfg)
+        simulated.set()
+        return sim
+
+    monkeypatch.setattr(runs, "simulate", simulate_and_say)
+    cfg = GenConfig(
+        start_us=time.time_ns() // 1000 - 1_000_000,  # begun: written as soon as told
+        queries=200,
+        query_rate=10_000.0,
+        click_delay_median_s=0.01,
+        click_delay_tail_fraction=0.0,
+    )
+    go = threading.Event()
+    writer = threading.Thread(
+        target=runs.write_live, args=(cfg.model_dump_json(), str(tmp_path), None, go)
+    )
+    writer.start()
+    try:
+        assert simulated.wait(30), "the stream is simulated before the writer is told to go"
+        assert not list(tmp_path.rglob("*")), "nothing written before go"
+    finally:
+        go.set()
+        writer.join(60)
+    manifest = simulator.load_manifest(tmp_path)
+    assert manifest.queries + manifest.lost_queries == 200 and manifest.clicks > 0
