@@ -46,7 +46,7 @@ from photon.heap import collector_paused
 from photon.join.retry import PendingClick, pending_click
 from photon.logs.ranges import FileRange, read_range
 from photon.logs.reader import LogLine
-from registry.sharding import stable_hash
+from registry.sharding import stable_hash, stable_hash_of_ascii
 
 _CLICK_ID_KEY = b'"click_id"'
 #: The click id of a line, read without decoding it (see :func:`click_id_of`).
@@ -85,6 +85,33 @@ def line_group(raw: bytes, groups: int) -> int:
     return 0 if click_id is None else group_of_id(click_id, groups)
 
 
+def own_lines(
+    file: str, offsets: Sequence[int], raws: Sequence[bytes], group: int, groups: int
+) -> list[tuple[str, int, bytes]]:
+    """The lines of ``group`` among a range's, as (file, offset, raw): those whose
+    :func:`line_group` it is.
+
+    Every task of a batch classifies every line of it, so this is the one per-line
+    cost that grows with the group count (docs/join.md, "The join on executors"):
+    the common line's group is computed inline, from the id's bytes, without the
+    calls, the text and the cache of :func:`line_group` (the same id, the same hash:
+    :func:`registry.sharding.stable_hash_of_ascii`). A line without a backslash
+    cannot hold a ``\\u`` escape; any other line takes :func:`line_group`'s way.
+    """
+    if groups <= 1:
+        return [(file, offset, raw) for offset, raw in zip(offsets, raws, strict=True)]
+    own: list[tuple[str, int, bytes]] = []
+    search, key = _PLAIN_CLICK_ID.search, _CLICK_ID_KEY
+    for offset, raw in zip(offsets, raws, strict=True):
+        if raw.count(key) == 1 and not raw.count(b"\\") and (plain := search(raw)) is not None:
+            taker = stable_hash_of_ascii(plain.group(1)) % groups
+        else:
+            taker = line_group(raw, groups)
+        if taker == group:
+            own.append((file, offset, raw))
+    return own
+
+
 @dataclass(frozen=True, slots=True)
 class GroupReads:
     """What a group's task reads: the batch's file ranges, and which group it is."""
@@ -121,12 +148,7 @@ def read_group(reads: GroupReads) -> GroupLines:
                 if rows.reports:
                     reports += rows.report_records()
                     continue
-                file = rows.file
-                own += (
-                    (file, offset, raw)
-                    for offset, raw in zip(rows.offsets, rows.raws, strict=True)
-                    if line_group(raw, groups) == group
-                )
+                own += own_lines(rows.file, rows.offsets, rows.raws, group, groups)
         own.sort(key=itemgetter(0, 1))  # by file, then offset
         decoded = _decoded(own)
     decoded.reports = reports

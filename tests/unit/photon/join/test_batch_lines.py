@@ -17,10 +17,11 @@ from photon.join.batch_lines import (
     click_id_of,
     group_of_id,
     line_group,
+    own_lines,
     read_group,
 )
 from photon.logs.ranges import FileRange, file_ranges
-from registry.sharding import ShardingConfig
+from registry.sharding import ShardingConfig, stable_hash, stable_hash_of_ascii
 
 pytestmark = pytest.mark.unit
 
@@ -82,6 +83,30 @@ def test_every_group_agrees_on_each_lines_group_and_one_clicks_lines_go_to_one(
         except ValueError:
             continue
     assert all(len(taken) == 1 for taken in by_click.values())
+
+
+@given(st.lists(st.tuples(spellings, ids, ids), max_size=30), st.integers(1, 8))
+def test_a_groups_own_lines_are_those_line_group_gives_it_in_their_order(
+    lines: list[tuple[str, str, str]], groups: int
+) -> None:
+    raws = [click_line(spelling, click_id, other) for spelling, click_id, other in lines]
+    raws += [b"", b"not json", b'{"click_id":"10.0.0.1:1:1767225600000000"', b"\\"]
+    offsets = list(range(0, 10 * len(raws), 10))
+    taken: list[tuple[str, int, bytes]] = []
+    for group in range(groups):
+        own = own_lines("f.log", offsets, raws, group, groups)
+        assert own == [
+            ("f.log", offset, raw)
+            for offset, raw in zip(offsets, raws, strict=True)
+            if line_group(raw, groups) == group
+        ]
+        taken += own
+    assert sorted(taken) == sorted(zip(["f.log"] * len(raws), offsets, raws, strict=True))
+
+
+@given(ids)
+def test_the_hash_of_an_ids_bytes_is_the_hash_of_its_text(click_id: str) -> None:
+    assert stable_hash_of_ascii(click_id.encode("ascii")) == stable_hash(click_id)
 
 
 @given(ids, st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16, 32]))
