@@ -725,8 +725,9 @@ def live_lead_s(clicks: float) -> float:
     """How long after its launch a live phase's stream starts: the apps' start-up, and
     the stream's simulation running beside it (~80 µs a click alone on a 2-core
     machine; more beside the starting apps). A stream ready only after its start goes
-    out shifted (the manifest's ``live_start_shift_s``), its clicks older when read:
-    with a 45 s retry age, a late query's clicks would then expire unjoined."""
+    out shifted (the manifest's ``live_start_shift_s``), its clicks that much older
+    when read, which the join's age rules see: the affinity hold (30 s) and the
+    retry's age limit (45 s here)."""
     return _APPS_START_S + clicks * _SIMULATED_S_PER_CLICK
 
 
