@@ -293,18 +293,17 @@ def run_phase(
             figures = PhaseFigures()
             finished = threading.Event()
             writer: threading.Thread | None = None
-            gen_config: list[GenConfig] = []  # the live stream's, once it starts
+            live_config: GenConfig | None = None  # the live stream's
             if live:
                 # A process of its own: sharing this one's GIL, the writer fell seconds
                 # behind the clock, and that lag would count as the join's latency. It
                 # simulates the stream while the apps start.
-                cfg = cfg_for(settings)
-                gen_config.append(cfg)
+                live_config = cfg_for(settings)
                 spawn = multiprocessing.get_context("spawn")
                 go = spawn.Event()
                 process = spawn.Process(
                     target=write_live,
-                    args=(cfg.model_dump_json(), str(settings.logs_root), None, go),
+                    args=(live_config.model_dump_json(), str(settings.logs_root), None, go),
                     daemon=True,
                 )
                 process.start()
@@ -347,7 +346,7 @@ def run_phase(
             samples = sampler.samples
             busy = cores_busy(samples, [(samples[0].at, samples[-1].at)]) if samples else None
             run_s = samples[-1].at - samples[0].at if samples else 0.0
-            available_us = available_at(gen_config[0]) if gen_config else {}
+            available_us = available_at(live_config) if live_config is not None else {}
             for key, seen_us in watcher.first_seen_us.items():
                 data = store.get(key)
                 rows = decode(data) if data is not None else []
