@@ -19,6 +19,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from photon.settings import PipelineSettings
+from spark_apps import preloading_daemon
 from spark_apps.class_archive import with_class_archive
 from spark_apps.growing_log_source import GrowingLogDataSource
 
@@ -273,6 +274,8 @@ def photon_session(
         # executor takes over (docs/join.md, "Between two batches").
         CHECKPOINT_FILE_MANAGER_CONF: CHECKPOINT_FILE_MANAGER,
         "spark.python.worker.reuse": "true",
+        # Its workers forked with their modules already imported (its docstring).
+        "spark.python.daemon.module": preloading_daemon.MODULE,
         "spark.driver.extraJavaOptions": driver_java_options(pipeline),
     }
     for key, value in conf.items():

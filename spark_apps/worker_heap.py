@@ -31,17 +31,20 @@ from __future__ import annotations
 import gc
 import sys
 
+from spark_apps import preloading_daemon
+
 _FROZEN: set[str] = set()
 
-#: The module Spark runs its Python workers' daemon as (``python -m pyspark.daemon``).
-SPARK_DAEMON = "pyspark.daemon"
+#: The modules Spark runs its Python workers' daemon as (``python -m pyspark.daemon``,
+#: or the apps' own, ``spark.python.daemon.module``: spark_apps/preloading_daemon.py).
+SPARK_DAEMONS = (preloading_daemon.FALLBACK_DAEMON, preloading_daemon.MODULE)
 
 
 def under_spark_daemon() -> bool:
     """Whether this process is a Python worker forked by Spark's daemon, which runs
     ``gc.collect()`` after each of its tasks."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", None) == SPARK_DAEMON
+    return getattr(spec, "name", None) in SPARK_DAEMONS
 
 
 def freeze_once(what: str) -> None:

@@ -62,11 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import structlog
-
 from photon.events.records import QuarantineReason, QuarantineRecord
-
-log = structlog.get_logger(__name__)
 
 Offsets = dict[str, int]
 #: File name -> fingerprint of its first HEAD_BYTES bytes (files that have them).
@@ -197,10 +193,14 @@ _SAID_NOT_UTF8: set[tuple[str, str]] = set()
 
 
 def _say_not_utf8(directory: Path, names: list[str]) -> None:
+    # structlog imported only here: Spark's data source planning workers and stream
+    # runners import this module, and structlog (with rich) was a third of their start.
+    import structlog
+
     for name in names:
         if (str(directory), name) not in _SAID_NOT_UTF8:
             _SAID_NOT_UTF8.add((str(directory), name))
-            log.error(
+            structlog.get_logger(__name__).error(
                 "logs.name_not_utf8",
                 directory=str(directory),
                 name=os.fsencode(name),

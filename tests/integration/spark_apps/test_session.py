@@ -38,6 +38,17 @@ def test_task_workers_import_pyspark_compiled_from_site_packages(spark: SparkSes
         assert not set(zips) & set(path)
 
 
+def _worker_s_daemon(_rows: Iterable[int]) -> Iterator[tuple[str | None, bool]]:
+    main = sys.modules["__main__"]
+    yield getattr(main.__spec__, "name", None), "spark_apps.join_tasks" in sys.modules
+
+
+def test_task_workers_are_forked_with_the_join_s_modules_imported(spark: SparkSession) -> None:
+    """The apps' daemon loaded them before it forked (spark_apps/preloading_daemon.py)."""
+    seen = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(_worker_s_daemon).collect()
+    assert seen == [("spark_apps.preloading_daemon", True)] * 2
+
+
 #: A driver with an installed ``pyspark_*`` data source on its path, which Spark's search
 #: would find and register under its name.
 DRIVER = """

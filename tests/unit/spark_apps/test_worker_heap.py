@@ -50,10 +50,11 @@ def test_what_was_built_leaves_the_collections_and_what_comes_later_does_not() -
     assert not any(c is later[0] for c in gc.get_objects())
 
 
+@pytest.mark.parametrize("daemon", ["pyspark.daemon", "spark_apps.preloading_daemon"])
 def test_a_worker_forked_by_spark_s_daemon_leaves_collecting_to_it(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, daemon: str
 ) -> None:
-    _main_module_run_as(monkeypatch, "pyspark.daemon")
+    _main_module_run_as(monkeypatch, daemon)
     assert worker_heap.under_spark_daemon()
     worker_heap.freeze_once("clients")
     # The daemon runs gc.collect() after each task: no collection inside one.
