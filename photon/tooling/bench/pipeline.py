@@ -73,7 +73,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream
@@ -160,6 +160,37 @@ class PhaseFigures:
 
     def joiner_sum(self, key: str) -> int:
         return sum(int(a.get(key, 0)) for a in self.apps if a["app"] == JOINER)
+
+
+OutputTimes = Literal["listing", "app_logs"]
+
+
+class BatchLogTimes:
+    """Each joined object's time from its joiner's log, once the apps are done: the
+    ``joiner.batch`` line of the object's batch (``run_phase``'s ``"app_logs"``).
+    The same ``first_seen_us`` as :class:`ObjectWatcher`, with nothing listed while
+    the apps run."""
+
+    def __init__(self, settings: PhotonSettings, store: ObjectStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.first_seen_us: dict[str, int] = {}
+
+    def __enter__(self) -> BatchLogTimes:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        done_at = time.time_ns() // 1000
+        logged: dict[tuple[str, str], int] = {}
+        for dc in self.settings.dcs:
+            for line in json_lines(self.settings.pipeline_dir(dc, JOINER) / "app.log"):
+                at = logged_at(line) if line.get("event") == "joiner.batch" else None
+                if at is not None and line.get("dc") == dc:
+                    logged[(dc, str(line.get("batch")))] = round(at * 1e6)
+        for key in self.store.keys(output_prefix("joined")):
+            batch = key.rpartition("/")[2].split(".", 1)[0]
+            # A batch with no line (the app killed before it logged): when it was listed.
+            self.first_seen_us[key] = logged.get((dc_of_key(key), batch), done_at)
 
 
 class ObjectWatcher:
@@ -284,8 +315,22 @@ def run_phase(
     *,
     live: bool,
     until_idle_s: float,
+    output_times: OutputTimes = "listing",
 ) -> PhaseFigures:
-    with environment(_phase_env(workdir, name)):
+    """One phase of both DCs' apps until idle. ``output_times``: how a joined object's
+    time is taken. ``"listing"``: the first listing of ``joined/`` that showed it
+    (:class:`ObjectWatcher`, every 0.2 s while the apps run): what a reader of the
+    output sees, and what a click's latency needs. ``"app_logs"``: the joiner's
+    ``joiner.batch`` line of its batch, logged once the batch's objects are all written
+    and settled (so a little after they appeared, never before); nothing lists while
+    the apps run. For ``photon bench compare``, whose peer's output times are its
+    files' mtimes, read after the run: on two cores the watcher's listings and the S3
+    stand-in answering them took ~0.3 of a core from the apps it timed (docs/join.md,
+    "Against Spark's own join")."""
+    env = _phase_env(workdir, name)
+    if output_times == "app_logs":
+        env[FORMAT_ENV] = "json"  # its batch lines are read back
+    with environment(env):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
         store = ObjectStore.from_settings(settings)
@@ -330,10 +375,12 @@ def run_phase(
             figures.started_us = time.time_ns() // 1000
             # Not the apps': the stack's processes, and this one (the watcher's listings).
             others = [record.pid for record in LocalStack(settings).records().values()]
-            with (
-                CpuSampler([*others, os.getpid()], period_s=0.25) as sampler,
-                ObjectWatcher(store, dcs=settings.dcs) as watcher,
-            ):
+            watcher = (
+                ObjectWatcher(store, dcs=settings.dcs)
+                if output_times == "listing"
+                else BatchLogTimes(settings, store)
+            )
+            with CpuSampler([*others, os.getpid()], period_s=0.25) as sampler, watcher:
                 try:
                     children = run_pipelines(settings, settings.dcs, until_idle_s=until_idle_s)
                 finally:
