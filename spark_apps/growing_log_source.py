@@ -45,19 +45,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
     ReadMaxFiles,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from photon.join.pacing import Pacer, Pacing
 from photon.logs.offset_log import logged_position
@@ -65,10 +64,12 @@ from photon.logs.ranges import FileRange, Offsets, file_ranges, read_range
 from photon.logs.reader import GrowingLogReader
 from spark_apps.worker_heap import freeze_once
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 NAME = "photon_growing_log"
 
 __all__ = [
-    "ARROW_SCHEMA",
     "NAME",
     "SCHEMA",
     "FileRange",
@@ -76,21 +77,40 @@ __all__ = [
     "GrowingLogDataSource",
     "GrowingLogStreamReader",
     "Offsets",
+    "arrow_schema",
     "batch_offsets",
     "file_ranges",
     "read_batch",
 ]
 
-ARROW_SCHEMA = pa.schema(
+#: The rows' schema, as Spark sees it. Spelled out rather than converted from
+#: :func:`arrow_schema`: Spark's processes that create the source only ask for this,
+#: and importing pyarrow (with numpy) was a third of what they imported for it.
+SCHEMA = StructType(
     [
-        pa.field("file", pa.string(), False),
-        pa.field("offset", pa.int64(), False),
-        pa.field("raw", pa.binary(), False),
-        pa.field("lost_bytes", pa.int64(), False),
-        pa.field("report", pa.string(), False),
+        StructField("file", StringType(), False),
+        StructField("offset", LongType(), False),
+        StructField("raw", BinaryType(), False),
+        StructField("lost_bytes", LongType(), False),
+        StructField("report", StringType(), False),
     ]
 )
-SCHEMA = from_arrow_schema(ARROW_SCHEMA)
+
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """:data:`SCHEMA` in Arrow (the same fields: a unit test holds them equal)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("file", pa.string(), False),
+            pa.field("offset", pa.int64(), False),
+            pa.field("raw", pa.binary(), False),
+            pa.field("lost_bytes", pa.int64(), False),
+            pa.field("report", pa.string(), False),
+        ]
+    )
 
 
 @dataclass
@@ -271,7 +291,9 @@ def read_batch(directory: Path, start: Offsets, end: Offsets) -> pa.Table:
         for part in partition.ranges
         for batch in _read_range(part)
     ]
-    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches, schema=arrow_schema())
 
 
 def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
@@ -282,6 +304,8 @@ def _read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
 def _rows(
     file: str, offsets: list[int], raws: list[bytes], lost_bytes: int, report: str
 ) -> pa.RecordBatch:
+    import pyarrow as pa
+
     count = len(raws)
     return pa.RecordBatch.from_arrays(
         [
@@ -291,5 +315,5 @@ def _rows(
             pa.array([lost_bytes] * count, pa.int64()),
             pa.array([report] * count, pa.string()),
         ],
-        schema=ARROW_SCHEMA,
+        schema=arrow_schema(),
     )

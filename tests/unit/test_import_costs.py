@@ -35,6 +35,14 @@ def test_the_log_sources_processes_do_not_load_the_registry_client() -> None:
     assert _loaded_after("spark_apps.growing_log_source", "kazoo", "registry.client") == set()
 
 
+def test_creating_the_log_source_does_not_load_pyarrow() -> None:
+    # Spark's create_data_source processes ask the source for its schema, nothing more.
+    assert _loaded_after(
+        "pyspark.sql.worker.create_data_source, spark_apps.growing_log_source",
+        "pyarrow", "numpy", "structlog",
+    ) == set()  # fmt: skip
+
+
 def test_every_name_the_registry_exports_is_there() -> None:
     import registry
 

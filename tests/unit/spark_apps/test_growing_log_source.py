@@ -15,16 +15,25 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 
 from photon.join.pacing import Pacing
 from spark_apps.growing_log_source import (
-    ARROW_SCHEMA,
+    SCHEMA,
     FileRange,
     FileRanges,
     GrowingLogStreamReader,
+    arrow_schema,
     batch_offsets,
     read_batch,
 )
 from spark_apps.streaming import read_batch_lines, to_lines
 
 pytestmark = pytest.mark.unit
+
+ARROW = arrow_schema()
+
+
+def test_spark_s_schema_of_the_rows_is_the_arrow_one() -> None:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    assert from_arrow_schema(ARROW) == SCHEMA
 
 
 def reader(directory: Path, **options: str) -> GrowingLogStreamReader:
@@ -41,7 +50,7 @@ def read_all(
     rows = []
     for part in source.partitions(start, end):
         for batch in source.read(part):
-            assert batch.schema == ARROW_SCHEMA
+            assert batch.schema == ARROW
             rows += [tuple(r.values()) for r in batch.to_pylist()]
     return rows
 
@@ -52,9 +61,9 @@ def assert_read_straight_into_lines(directory: Path, start: Offsets, end: Offset
     lines, reports = read_batch_lines(directory, start, end)
     assert (lines, reports) == to_lines(read_batch(directory, start, end))
     assert (lines, reports) == to_lines(pa.Table.from_pylist(
-        [dict(zip(ARROW_SCHEMA.names, row, strict=True))
+        [dict(zip(ARROW.names, row, strict=True))
          for row in read_all(reader(directory), start, end)],
-        schema=ARROW_SCHEMA,
+        schema=ARROW,
     ))  # fmt: skip
 
 
@@ -111,7 +120,7 @@ def test_a_truncated_file_yields_one_report_and_a_deleted_one_is_said_once(tmp_p
         ("b.000000.log", 2, b"", 0, "file_deleted"),  # went after 2 bytes were read
     ]
     _, reports = to_lines(pa.Table.from_pylist(
-        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+        [dict(zip(ARROW.names, row, strict=True)) for row in rows], schema=ARROW
     ))  # fmt: skip
     assert "went after 2 bytes" in reports[1].detail
     assert_read_straight_into_lines(tmp_path, start, end)
@@ -136,7 +145,7 @@ def test_a_file_deleted_after_planning_is_reported_and_its_batch_replays_the_sam
     assert read_all(source, start, end) == rows  # a replay: the same, no error
     assert source.latestOffset(end, ReadAllAvailable())["files"] == {"b.000000.log": 6}
     lines, reports = to_lines(pa.Table.from_pylist(
-        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+        [dict(zip(ARROW.names, row, strict=True)) for row in rows], schema=ARROW
     ))  # fmt: skip
     assert [line.raw for line in lines] == [b"three"]
     [report] = reports
@@ -179,7 +188,7 @@ def test_a_torn_last_line_of_a_rolled_over_file_is_a_row_of_its_own(tmp_path: Pa
         ("w.000001.log", 0, b"three", 0, ""),
     ]
     lines, [torn] = to_lines(pa.Table.from_pylist(
-        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+        [dict(zip(ARROW.names, row, strict=True)) for row in rows], schema=ARROW
     ))  # fmt: skip
     assert [line.raw for line in lines] == [b"three"]
     assert (torn.reason, torn.raw, torn.offset) == ("torn_line", b"tw", 4)
@@ -301,7 +310,7 @@ def test_a_file_replaced_past_its_offset_is_read_from_its_start_after_a_report_r
     assert _batch_through_offset_log(tmp_path, logs, start, end) == rows
     assert_read_straight_into_lines(logs, start, end)
     lines, [report] = to_lines(pa.Table.from_pylist(
-        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+        [dict(zip(ARROW.names, row, strict=True)) for row in rows], schema=ARROW
     ))  # fmt: skip
     assert len(lines) == 3 and (report.reason, report.offset) == ("file_replaced", old)
     assert read_all(source, end, source.latestOffset(end, ReadAllAvailable())) == []
@@ -331,7 +340,7 @@ def test_a_rotated_file_is_read_on_from_its_offset_under_its_new_name(tmp_path: 
     assert _batch_through_offset_log(tmp_path, logs, start, end) == rows
     assert_read_straight_into_lines(logs, start, end)
     _, [report] = to_lines(pa.Table.from_pylist(
-        [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows], schema=ARROW_SCHEMA
+        [dict(zip(ARROW.names, row, strict=True)) for row in rows], schema=ARROW
     ))  # fmt: skip
     assert report.reason == "file_rotated" and "a.log was renamed a-1.log" in report.detail
     assert read_all(source, end, source.latestOffset(end, ReadAllAvailable())) == []
