@@ -1,17 +1,17 @@
 """PySpark's worker daemon, with the modules its workers import loaded before it forks them.
 
-Spark starts one daemon for each kind of Python worker of an app
-(``python -m <daemon module> <worker module>``: tasks, and the planning of a
-Python data source: ``create_data_source``, ``plan_data_source_read``) and
-forks each worker from it. PySpark's own daemon (``pyspark.daemon``) imports
-nothing of the worker's, so every forked worker imports its worker module and
-then what its function's pickle names: for a joiner's task,
-``spark_apps.join_tasks`` and its chain, ~0.56 CPU-s on this project's 2-core
-machine; for a data source's planning, ``spark_apps.growing_log_source``,
-~0.2 CPU-s. An app forks two or more of each kind at its start (one per
-executor core, one per stream), so the same imports ran once per worker, all
-while the app was starting. This daemon imports them once, before it serves,
-and every worker it forks has them (docs/deploy.md, "Start-up").
+Spark forks an app's Python task workers from a daemon
+(``python -m <daemon module> pyspark.worker``; ``spark.python.daemon.module``
+names the module). PySpark's own daemon (``pyspark.daemon``) imports nothing
+of the worker's, so every forked worker imported its worker module and then
+what its task's pickle names: for a joiner's task, ``spark_apps.join_tasks``
+and its chain, ~0.56 CPU-s on this project's 2-core machine. An app forks one
+worker per executor core as it starts (the warm-up), each paying those
+imports while the app was starting. This daemon imports them once, before it
+serves, and every worker it forks has them (docs/deploy.md, "Start-up").
+Spark 4.2 starts the processes that create and plan a Python data source
+from ``pyspark.daemon`` whatever the setting, so only task workers come from
+here.
 
 PySpark's daemon imports after the fork because a module that starts a thread
 when imported would leave the forked worker without that thread and perhaps
@@ -39,13 +39,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: What each kind of worker imports besides its worker module; the key is the worker
+#: What a kind of worker imports besides its worker module; the key is the worker
 #: module Spark passes (``pyspark.worker`` for tasks, when it passes none).
-PRELOADS: dict[str, tuple[str, ...]] = {
-    "pyspark.worker": ("spark_apps.join_tasks",),
-    "pyspark.sql.worker.create_data_source": ("spark_apps.growing_log_source",),
-    "pyspark.sql.worker.plan_data_source_read": ("spark_apps.growing_log_source",),
-}
+PRELOADS: dict[str, tuple[str, ...]] = {"pyspark.worker": ("spark_apps.join_tasks",)}
 
 #: Set before anything is imported: no library may start a thread in the daemon.
 SINGLE_THREADED_ENV = {

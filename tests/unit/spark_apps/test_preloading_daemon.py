@@ -21,8 +21,6 @@ pytestmark = pytest.mark.unit
     [
         (["d", "pyspark.worker"], ["pyspark.worker", "spark_apps.join_tasks"]),
         (["d"], ["pyspark.worker", "spark_apps.join_tasks"]),  # Spark passed no module
-        (["d", "pyspark.sql.worker.create_data_source"],
-         ["pyspark.sql.worker.create_data_source", "spark_apps.growing_log_source"]),
         (["d", "pyspark.sql.worker.analyze_udtf"], ["pyspark.sql.worker.analyze_udtf"]),
         # Not PySpark's: PySpark's daemon would not import it either, nor will this one.
         (["d", "somebody.worker"], ["pyspark.worker", "spark_apps.join_tasks"]),
