@@ -83,9 +83,9 @@ __all__ = [
     "read_batch",
 ]
 
-#: The rows' schema, as Spark sees it. Spelled out rather than converted from
-#: :func:`arrow_schema`: Spark's processes that create the source only ask for this,
-#: and importing pyarrow (with numpy) was a third of what they imported for it.
+#: The rows' schema, as Spark sees it; :func:`arrow_schema` is made from it. Spark's
+#: processes that create the source only ask for this, and importing pyarrow (with
+#: numpy) for an Arrow schema to convert was a third of what they imported for it.
 SCHEMA = StructType(
     [
         StructField("file", StringType(), False),
@@ -99,18 +99,10 @@ SCHEMA = StructType(
 
 @cache
 def arrow_schema() -> pa.Schema:
-    """:data:`SCHEMA` in Arrow (the same fields: a unit test holds them equal)."""
-    import pyarrow as pa
+    """:data:`SCHEMA` in Arrow, made from it on first use (pyarrow imported then)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-    return pa.schema(
-        [
-            pa.field("file", pa.string(), False),
-            pa.field("offset", pa.int64(), False),
-            pa.field("raw", pa.binary(), False),
-            pa.field("lost_bytes", pa.int64(), False),
-            pa.field("report", pa.string(), False),
-        ]
-    )
+    return to_arrow_schema(SCHEMA)
 
 
 @dataclass

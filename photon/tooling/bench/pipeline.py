@@ -188,7 +188,7 @@ class BatchLogTimes:
                 if at is not None and line.get("dc") == dc:
                     logged[(dc, str(line.get("batch")))] = round(at * 1e6)
         for key in self.store.keys(output_prefix("joined")):
-            batch = key.rpartition("/")[2].split(".", 1)[0]
+            batch = _batch_stem(key).rpartition("/")[2]
             # A batch with no line (the app killed before it logged): when it was listed.
             self.first_seen_us[key] = logged.get((dc_of_key(key), batch), done_at)
 
