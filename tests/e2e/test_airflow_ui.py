@@ -207,10 +207,31 @@ class AirflowUi:
                     ended[dag_id] = new[0]
         return ended
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str) -> str:
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         quoted = urllib.parse.quote(run_id, safe="")
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/1"
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}"
         return json.dumps(api(self.base, path + "?full_content=true", self.auth))
+
+    def failed_task_logs(self, dag_id: str, run_id: str, shots: Path) -> str:
+        """The logs of a run's tasks that did not succeed, each try's written beside the
+        screenshots; their tails, to put in the failing assertion (the Airflow logs go
+        with the test's temporary directory)."""
+        quoted = urllib.parse.quote(run_id, safe="")
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances"
+        tails = []
+        for task in api(self.base, path, self.auth)["task_instances"]:
+            if task["state"] in ("success", "skipped"):
+                continue
+            for try_number in range(1, max(1, int(task.get("try_number") or 1)) + 1):
+                try:
+                    text = self.task_log(dag_id, run_id, task["task_id"], try_number)
+                except OSError as exc:  # the log is gone or not served: say so, go on
+                    text = f"no log: {exc!r}"
+                name = f"log-{dag_id}-{task['task_id']}-{try_number}.json"
+                (shots / name).write_text(text)
+                tails.append(f"{dag_id}.{task['task_id']} ({task['state']}, try {try_number}): "
+                             f"{text[-2500:]}")  # fmt: skip
+        return "\n".join(tails)
 
 
 @pytest.fixture
@@ -260,7 +281,12 @@ def test_on_call_triggers_every_dag_from_the_ui_with_its_defaults(
         run_id = ended[dag_id]["dag_run_id"]
         ui.show_run(dag_id, run_id)
         ui.page.screenshot(path=shots / f"run-{dag_id}.png")
-    assert {d: r["state"] for d, r in ended.items()} == dict.fromkeys(DAGS, "success")
+    states = {d: r["state"] for d, r in ended.items()}
+    failed = [d for d, state in states.items() if state != "success"]
+    assert states == dict.fromkeys(DAGS, "success"), "\n".join(
+        [json.dumps(states)]
+        + [ui.failed_task_logs(d, ended[d]["dag_run_id"], shots) for d in failed]
+    )
 
     # What the forms sent: the documented defaults, the optional values unset.
     assert ended["photon_recover"]["conf"] == {
