@@ -17,9 +17,11 @@ PySpark's daemon imports after the fork because a module that starts a thread
 when imported would leave the forked worker without that thread and perhaps
 with a lock it held. Of what is loaded here, two libraries do: numpy's OpenBLAS
 starts its thread pool (the workers do no linear algebra: one thread,
-``OPENBLAS_NUM_THREADS=1``), and Arrow's jemalloc its background purging thread
-(``JE_ARROW_MALLOC_CONF=background_thread:false``; freed pages are then
-returned as allocations go). Both are set before anything is imported.
+``OPENBLAS_NUM_THREADS=1``), and Arrow's bundled jemalloc its background purging
+thread as the library loads (``JE_ARROW_MALLOC_CONF=background_thread:false``).
+That jemalloc is only loaded: Arrow's buffers come from its default pool, mimalloc
+(pyarrow 26), unless ``ARROW_DEFAULT_MEMORY_POOL`` names jemalloc. Both are set
+before anything is imported.
 
 How it fails: a module that cannot be imported is skipped (a line on stderr,
 which Spark keeps in the app's log); the worker then imports it itself, as
