@@ -220,9 +220,10 @@ class AirflowUi:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances"
         tails = []
         for task in api(self.base, path, self.auth)["task_instances"]:
-            if task["state"] in ("success", "skipped"):
+            tries = int(task.get("try_number") or 0)  # 0: it never ran (upstream failed)
+            if task["state"] in ("success", "skipped") or tries == 0:
                 continue
-            for try_number in range(1, max(1, int(task.get("try_number") or 1)) + 1):
+            for try_number in range(1, tries + 1):
                 try:
                     text = self.task_log(dag_id, run_id, task["task_id"], try_number)
                 except OSError as exc:  # the log is gone or not served: say so, go on
