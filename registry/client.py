@@ -1167,8 +1167,15 @@ class IdRegistry:
         raise RegistryUnavailableError(f"could not announce {name}: its node kept coming back")
 
     def members(self) -> dict[str, dict[str, Any]]:
-        """The announced clients that are connected now, with what they said."""
+        """The announced clients that are connected now, with what they said.
+
+        A ``sync`` goes first: this session's server may be a follower that has not
+        yet applied another client's announcement, and recovery (which must not fence
+        a connected attempt) and the rollout (which waits for every pipeline) read
+        this to decide.
+        """
         members: dict[str, dict[str, Any]] = {}
+        self._call(self._zk.sync, f"{self.root}/members")
         for name in self._children(f"{self.root}/members"):
             try:
                 data, _ = self._call(self._zk.get, self._member_path(name))

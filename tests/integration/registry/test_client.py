@@ -465,6 +465,28 @@ def test_a_restarted_pipeline_stays_announced_after_its_old_session_ends(
     assert operator.members()["joiner-a-1234"]["pid"] == 2
 
 
+def test_members_read_on_another_server_sees_an_announcement_made_just_before(
+    local_stack: LocalStack, registry_root: str
+) -> None:
+    """Recovery and the rollout decide on ``members``: read through a follower, it must
+    still see what another client announced a moment ago on another server."""
+    hosts = local_stack.settings.zk_hosts
+    assert len(hosts) >= 2
+    opened = [IdRegistry.connect([host], registry_root, default_shards=4) for host in hosts]
+    try:
+        # New nodes, as a starting pipeline makes. A follower's lag is short: without
+        # the sync, two runs in six failed here, so many rounds.
+        for round_ in range(30):
+            for number, announcer in enumerate(opened):
+                name = f"joiner-{round_}-{number}"
+                announcer.announce(name, {"pid": round_})
+                for reader in opened:
+                    assert name in reader.members(), f"{name} announced, not listed"
+    finally:
+        for registry in opened:
+            registry.close()
+
+
 def test_an_id_stamped_beyond_zookeepers_clock_plus_the_skew_is_refused_until_in_range(
     connect: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
