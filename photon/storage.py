@@ -238,10 +238,9 @@ class ObjectStore:
             raise
         return True
 
-    def keys(self, prefix: str, *, start_after: str = "") -> Iterator[str]:
-        """Every key under ``prefix`` (after ``start_after``, if given), in key order."""
-        extra = {"StartAfter": start_after} if start_after else {}
-        for page in self._listing(prefix, **extra):
+    def keys(self, prefix: str) -> Iterator[str]:
+        """Every key under ``prefix``, in key order."""
+        for page in self._listing(prefix):
             for item in page.get("Contents", []):
                 yield item["Key"]
 

@@ -16,8 +16,7 @@ For each: ``seconds`` from launching the apps to the last joined output
 logged once its objects were written; native: the newest parquet file's
 mtime), so both count their Spark start-up. Both are read after the run:
 nothing lists the output while the apps run (a watcher listing every 0.2 s
-took ~0.3 of the two cores from Photon's apps, and the peer was never
-watched); ``input_events_per_s``, every line
+took ~0.3 of the two cores from Photon's apps); ``input_events_per_s``, every line
 of both DCs' logs over those seconds; ``start_up_s``, from the launch to the
 first joined output, and ``after_first_output_s``, from there to the last.
 No rate "after the first output": both systems join a backlog in one or two
@@ -119,9 +118,7 @@ def _workload(dcs: list[str], queries: int, seed: int) -> GenConfig:
 
 
 def _photon(workdir: Path, cfg: GenConfig) -> SystemFigures:
-    phase = run_phase(
-        workdir, "photon", lambda _: cfg, live=False, until_idle_s=5.0, output_times="app_logs"
-    )
+    phase = run_phase(workdir, "photon", lambda _: cfg, live=False, until_idle_s=5.0)
     manifest = load_manifest(workdir / "photon" / "logs")
     seconds = (phase.last_output_us - phase.started_us) / 1e6 if phase.last_output_us else 0.0
     output_s = [(seen - phase.started_us) / 1e6 for seen in phase.output_seen_us]

@@ -23,9 +23,12 @@ root, bucket and cache keys of its own:
   clicks at once and a backlog drains in a few batches, so such a span is
   near zero and its rate measures nothing.)
 * **latency**: ad servers write live at a fixed click rate while the apps
-  run, and a watcher lists ``joined/`` in the bucket every 0.2 s. A click's
-  latency is from its time to the first listing that shows its object
-  (so it includes the object becoming visible, plus up to one poll). The
+  run. A click's latency is from its time to its object's output time: the
+  ``joiner.batch`` line of the batch that wrote it, logged once every object
+  of the batch is written and the batch settled, so a little after the object
+  became visible, never before (:class:`BatchLogTimes`; nothing lists the
+  bucket while the apps run: on two cores a watcher listing it every 0.2 s,
+  and the S3 stand-in answering, took cores from the apps it timed). The
   stream is simulated while the apps start, to start once they all stream
   and its planned start (:func:`live_lead_s`) has come; when it is ready only
   after that start (a slow machine), every line goes out later than the time
@@ -73,7 +76,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from photon.apps import JOINER, QUERY_READER
 from photon.events.records import Stream
@@ -143,8 +146,8 @@ class PhaseFigures:
     joined: int = 0
     seconds: float = 0.0
     started_us: int = 0  # when the apps were launched
-    last_output_us: int = 0  # when the last joined object was first seen
-    #: When each joined object was first seen (its listing), one per object with rows.
+    last_output_us: int = 0  # the last joined object's output time
+    #: Each joined object's output time (its batch's line), one per object with rows.
     output_seen_us: list[int] = field(default_factory=list)
     click_ids: Counter[str] = field(default_factory=Counter)  # of every DC's output
     apps: list[dict[str, Any]] = field(default_factory=list)
@@ -162,19 +165,16 @@ class PhaseFigures:
         return sum(int(a.get(key, 0)) for a in self.apps if a["app"] == JOINER)
 
 
-OutputTimes = Literal["listing", "app_logs"]
-
-
 class BatchLogTimes:
-    """Each joined object's time from its joiner's log, once the apps are done: the
-    ``joiner.batch`` line of the object's batch (``run_phase``'s ``"app_logs"``).
-    The same ``first_seen_us`` as :class:`ObjectWatcher`, with nothing listed while
-    the apps run."""
+    """Each joined object's output time from its joiner's log, once the apps are done:
+    the ``joiner.batch`` line of the object's batch, logged after every object of the
+    batch was written and the batch settled (``output_us``: a little after the
+    object became visible, never before). Nothing is listed while the apps run."""
 
     def __init__(self, settings: PhotonSettings, store: ObjectStore) -> None:
         self.settings = settings
         self.store = store
-        self.first_seen_us: dict[str, int] = {}
+        self.output_us: dict[str, int] = {}
 
     def __enter__(self) -> BatchLogTimes:
         return self
@@ -189,107 +189,12 @@ class BatchLogTimes:
                     logged[(dc, str(line.get("batch")))] = round(at * 1e6)
         for key in self.store.keys(output_prefix("joined")):
             batch = _batch_stem(key).rpartition("/")[2]
-            # A batch with no line (the app killed before it logged): when it was listed.
-            self.first_seen_us[key] = logged.get((dc_of_key(key), batch), done_at)
-
-
-class ObjectWatcher:
-    """Lists ``joined/`` every ``period_s`` and notes when each key was first seen.
-
-    Objects are ``joined/dc=<dc>/hour=<hour>/<attempt>/<batch>[.g<group>].parquet``
-    where the batch is 12 digits or ``retry-`` and 12 digits: two series a folder
-    whose batches only grow (a batch's groups are written by parallel tasks, in any
-    order, but all of them before the next batch starts). So each poll lists
-    each series from its newest batch seen on and costs that batch's and the
-    new keys, not the whole prefix.
-
-    The folders (DCs, hours, attempts) are listed again every ``discover_period_s``,
-    not at every poll: that walk was more than half of the watcher's listings, and on
-    a two-core machine the watcher's listings and the S3 stand-in answering them
-    compete with the apps the bench measures. A series that appears in between (a new
-    hour, a restarted attempt) is found up to that much later, so its first objects'
-    latency can only be overstated, never understated.
-
-    Except a DC's first series: until each of ``dcs`` has one, the walk runs at every
-    poll (before any output it is one listing of an empty folder), for at most
-    ``discover_period_s`` after the first series was found. A run whose output comes
-    in one batch (``photon bench compare``) would otherwise have its last output
-    overstated by up to that period.
-    """
-
-    def __init__(
-        self,
-        store: ObjectStore,
-        prefix: str = output_prefix("joined"),
-        period_s: float = 0.2,
-        discover_period_s: float = 1.0,
-        dcs: Sequence[str] = (),
-    ) -> None:
-        self.store = store
-        self.prefix = prefix
-        self.period_s = period_s
-        self.discover_period_s = discover_period_s
-        self.dcs = tuple(dcs)
-        self._first_series_at: float | None = None
-        self.first_seen_us: dict[str, int] = {}
-        self._last: dict[str, str] = {}  # series prefix -> last key seen in it
-        self._series: list[str] = []
-        self._discovered_at = float("-inf")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> ObjectWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        done_at = time.time_ns() // 1000
-        for key in self.store.keys(self.prefix):  # anything after the last poll, or unforeseen
-            self.first_seen_us.setdefault(key, done_at)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self._poll()
-
-    def _walk_due(self) -> bool:
-        now = time.monotonic()
-        if now - self._discovered_at >= self.discover_period_s:
-            return True
-        if self._first_series_at is not None and now - self._first_series_at >= (
-            self.discover_period_s
-        ):
-            return False
-        return any(
-            not any(series.startswith(f"{self.prefix}dc={dc}/") for series in self._series)
-            for dc in self.dcs
-        )
-
-    def _poll(self) -> None:
-        if self._walk_due():
-            self._series = [
-                series
-                for dc_folder in self.store.folders(self.prefix)
-                for hour_folder in self.store.folders(dc_folder)
-                for attempt_folder in self.store.folders(hour_folder)
-                for series in (f"{attempt_folder}0", f"{attempt_folder}retry-")
-            ]
-            self._discovered_at = time.monotonic()
-            if self._series and self._first_series_at is None:
-                self._first_series_at = self._discovered_at
-        for series in self._series:
-            after = _batch_stem(self._last.get(series, ""))
-            keys = list(self.store.keys(series, start_after=after))
-            listed_at = time.time_ns() // 1000  # after the listing: surely visible
-            for key in keys:
-                self.first_seen_us.setdefault(key, listed_at)
-                self._last[series] = key
+            # A batch with no line (the app killed before it logged): the run's end.
+            self.output_us[key] = logged.get((dc_of_key(key), batch), done_at)
 
 
 def _batch_stem(key: str) -> str:
-    """The key up to its batch (``…/000000000005`` of ``…/000000000005.g001.parquet``):
-    it sorts before every object of that batch, so a listing after it sees them all."""
+    """The key up to its batch (``…/000000000005`` of ``…/000000000005.g001.parquet``)."""
     folder, _, name = key.rpartition("/")
     return f"{folder}/{name.split('.', 1)[0]}" if name else key
 
@@ -315,21 +220,13 @@ def run_phase(
     *,
     live: bool,
     until_idle_s: float,
-    output_times: OutputTimes = "listing",
 ) -> PhaseFigures:
-    """One phase of both DCs' apps until idle. ``output_times``: how a joined object's
-    time is taken. ``"listing"``: the first listing of ``joined/`` that showed it
-    (:class:`ObjectWatcher`, every 0.2 s while the apps run): what a reader of the
-    output sees, and what a click's latency needs. ``"app_logs"``: the joiner's
-    ``joiner.batch`` line of its batch, logged once the batch's objects are all written
-    and settled (so a little after they appeared, never before); nothing lists while
-    the apps run. For ``photon bench compare``, whose peer's output times are its
-    files' mtimes, read after the run: on two cores the watcher's listings and the S3
-    stand-in answering them took ~0.3 of a core from the apps it timed (docs/join.md,
-    "Against Spark's own join")."""
-    env = _phase_env(workdir, name)
-    if output_times == "app_logs":
-        env[FORMAT_ENV] = "json"  # its batch lines are read back
+    """One phase of both DCs' apps until idle. A joined object's output time is its
+    joiner's ``joiner.batch`` line of its batch (:class:`BatchLogTimes`), read after
+    the run: on two cores a watcher listing ``joined/`` every 0.2 s while the apps ran,
+    and the S3 stand-in answering it, took ~0.3 of a core from the apps it timed
+    (docs/join.md, "Performance (measured)")."""
+    env = _phase_env(workdir, name) | {FORMAT_ENV: "json"}  # the batch lines are read back
     with environment(env):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
@@ -373,14 +270,10 @@ def run_phase(
                 write(sim, settings.logs_root)
             started = time.monotonic()
             figures.started_us = time.time_ns() // 1000
-            # Not the apps': the stack's processes, and this one (the watcher's listings).
+            # Not the apps': the stack's processes, and this one.
             others = [record.pid for record in LocalStack(settings).records().values()]
-            watcher = (
-                ObjectWatcher(store, dcs=settings.dcs)
-                if output_times == "listing"
-                else BatchLogTimes(settings, store)
-            )
-            with CpuSampler([*others, os.getpid()], period_s=0.25) as sampler, watcher:
+            output_times = BatchLogTimes(settings, store)
+            with CpuSampler([*others, os.getpid()], period_s=0.25) as sampler, output_times:
                 try:
                     children = run_pipelines(settings, settings.dcs, until_idle_s=until_idle_s)
                 finally:
@@ -394,7 +287,7 @@ def run_phase(
             busy = cores_busy(samples, [(samples[0].at, samples[-1].at)]) if samples else None
             run_s = samples[-1].at - samples[0].at if samples else 0.0
             available_us = available_at(live_config) if live_config is not None else {}
-            for key, seen_us in watcher.first_seen_us.items():
+            for key, seen_us in output_times.output_us.items():
                 data = store.get(key)
                 rows = decode(data) if data is not None else []
                 if rows:
