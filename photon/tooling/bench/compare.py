@@ -121,7 +121,7 @@ def _photon(workdir: Path, cfg: GenConfig) -> SystemFigures:
     phase = run_phase(workdir, "photon", lambda _: cfg, live=False, until_idle_s=5.0)
     manifest = load_manifest(workdir / "photon" / "logs")
     seconds = (phase.last_output_us - phase.started_us) / 1e6 if phase.last_output_us else 0.0
-    output_s = [(seen - phase.started_us) / 1e6 for seen in phase.output_seen_us]
+    output_s = [(at - phase.started_us) / 1e6 for at in phase.output_times_us]
     return _figures(seconds, phase.click_ids, manifest, output_s)
 
 

@@ -148,7 +148,7 @@ class PhaseFigures:
     started_us: int = 0  # when the apps were launched
     last_output_us: int = 0  # the last joined object's output time
     #: Each joined object's output time (its batch's line), one per object with rows.
-    output_seen_us: list[int] = field(default_factory=list)
+    output_times_us: list[int] = field(default_factory=list)
     click_ids: Counter[str] = field(default_factory=Counter)  # of every DC's output
     apps: list[dict[str, Any]] = field(default_factory=list)
     latencies_s: list[tuple[int, float]] = field(default_factory=list)  # (click ts, latency)
@@ -287,22 +287,22 @@ def run_phase(
             busy = cores_busy(samples, [(samples[0].at, samples[-1].at)]) if samples else None
             run_s = samples[-1].at - samples[0].at if samples else 0.0
             available_us = available_at(live_config) if live_config is not None else {}
-            for key, seen_us in output_times.output_us.items():
+            for key, output_us in output_times.output_us.items():
                 data = store.get(key)
                 rows = decode(data) if data is not None else []
                 if rows:
-                    figures.last_output_us = max(figures.last_output_us, seen_us)
-                    figures.output_seen_us.append(seen_us)
+                    figures.last_output_us = max(figures.last_output_us, output_us)
+                    figures.output_times_us.append(output_us)
                 figures.click_ids.update(r["click_id"] for r in rows)
                 figures.joined += len(rows)
                 if available_us:
                     dc = dc_of_key(key)
                     figures.available_latencies_s += [
-                        (r["click_ts_us"], (seen_us - figures.start_shift_us - at_us) / 1e6)
+                        (r["click_ts_us"], (output_us - figures.start_shift_us - at_us) / 1e6)
                         for r in rows
                         if (at_us := available_us.get((dc, r["click_id"]))) is not None
                     ]
-                figures.latencies_s += click_latencies(rows, seen_us, figures.start_shift_us)
+                figures.latencies_s += click_latencies(rows, output_us, figures.start_shift_us)
             if busy is not None:
                 app_cpu_s = busy.app * run_s
                 figures.cpu_s_per_1000_joined = _round(per_thousand(app_cpu_s, figures.joined))
