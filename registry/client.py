@@ -1174,15 +1174,17 @@ class IdRegistry:
         a connected attempt) and the rollout (which waits for every pipeline) read
         this to decide.
         """
-        members: dict[str, dict[str, Any]] = {}
         self._call(self._zk.sync, f"{self.root}/members")
-        for name in self._children(f"{self.root}/members"):
-            try:
-                data, _ = self._call(self._zk.get, self._member_path(name))
-            except NoNodeError:
-                continue  # its session ended since the listing
-            members[name] = json.loads(data)
-        return members
+        names = self._children(f"{self.root}/members")
+
+        def read() -> dict[str, dict[str, Any]]:
+            # All the reads in flight at once: one round trip, not one a member.
+            pending = {name: self._zk.get_async(self._member_path(name)) for name in names}
+            found = {name: self._get(result, default=None) for name, result in pending.items()}
+            # A member missing now: its session ended since the listing.
+            return {name: json.loads(got[0]) for name, got in found.items() if got is not None}
+
+        return self._reconnecting(read)
 
     def _member_path(self, name: str) -> str:
         return f"{self.root}/members/{name}"
