@@ -431,7 +431,9 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
         "driver_plan_seconds": round(sum(float(b["plan_s"]) for b in steady), 2),
         "slowest_task_seconds": round(sum(t.task_s for t in times), 2),
         "joined_per_s": round(joined / seconds) if seconds > 0 else 0,
-        "serial_share": _round(serial),
+        # Three decimals: Amdahl's model is computed from it (two gave the same model
+        # for every run whose share rounded alike), and the target is checked on it.
+        "serial_share": _round(serial, 3),
         "tasks_running": _round(tasks_running(times)),
         "cpu_s_per_1000_joined": _round(per_thousand(app_cpu_s, joined) if app_cpu_s else None, 3),
         "driver_cpu_s_per_1000_joined": _round(
