@@ -9,6 +9,7 @@ not start.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -69,6 +70,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     home = config.stash.get(_AIRFLOW_HOME, None)
     if home is not None:
         shutil.rmtree(home, ignore_errors=True)
+    # A worker that ran Spark in-process closes py4j's connections as it exits, and
+    # py4j logs each at INFO to the handler Airflow's dag.test() set on the root
+    # logger: its stream, pytest's capture, is closed by then ("--- Logging error ---"
+    # in the suite's output, once a connection).
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 #: `make test` runs the suite in three pytest-xdist workers on two cores (``-n 3``: each
