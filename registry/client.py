@@ -1017,13 +1017,8 @@ class IdRegistry:
         found: dict[str, str] = {}
         for path in buckets:
             names = [n for n in self._children(path) if start_us <= EventId.parse(n).ts_us < end_us]
-
-            def read(names: list[str] = names, path: str = path) -> dict[str, str]:
-                pending = {n: self._zk.get_async(f"{path}/{n}") for n in names}
-                tokens = {n: self._get(p, default=None) for n, p in pending.items()}
-                return {n: bytes(t[0]).decode("utf-8") for n, t in tokens.items() if t is not None}
-
-            found.update(self._reconnecting(read))
+            tokens = self._read_nodes({n: f"{path}/{n}" for n in names})
+            found.update((n, token.decode("utf-8")) for n, token in tokens.items())
         return found
 
     # -- attempt fences ---------------------------------------------------------------
@@ -1176,15 +1171,9 @@ class IdRegistry:
         """
         self._call(self._zk.sync, f"{self.root}/members")
         names = self._children(f"{self.root}/members")
-
-        def read() -> dict[str, dict[str, Any]]:
-            # All the reads in flight at once: one round trip, not one a member.
-            pending = {name: self._zk.get_async(self._member_path(name)) for name in names}
-            found = {name: self._get(result, default=None) for name, result in pending.items()}
-            # A member missing now: its session ended since the listing.
-            return {name: json.loads(got[0]) for name, got in found.items() if got is not None}
-
-        return self._reconnecting(read)
+        # A member missing now (its session ended since the listing) is left out.
+        found = self._read_nodes({name: self._member_path(name) for name in names})
+        return {name: json.loads(data) for name, data in found.items()}
 
     def _member_path(self, name: str) -> str:
         return f"{self.root}/members/{name}"
@@ -1246,6 +1235,17 @@ class IdRegistry:
         except KazooException as exc:  # an async result's, raised again: _drop_frames
             _drop_frames(exc)
             raise
+
+    def _read_nodes(self, paths: dict[str, str]) -> dict[str, bytes]:
+        """The data of each node of ``paths`` (key: path) that exists, every read in flight
+        at once: one round trip, not one a node; again after a connection loss."""
+
+        def read() -> dict[str, bytes]:
+            pending = {key: self._zk.get_async(path) for key, path in paths.items()}
+            got = {key: self._get(result, default=None) for key, result in pending.items()}
+            return {key: bytes(data[0]) for key, data in got.items() if data is not None}
+
+        return self._reconnecting(read)
 
     def _get(self, pending: Any, default: Any) -> Any:
         try:
