@@ -19,6 +19,12 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
 * **Amdahl's speed-up** at ``n`` executor cores from the serial share ``s`` at
   one core: ``1 / (s + (1 - s) / n)``. The most any cluster gives while the
   driver's part stays as it is (docs/deploy.md, "Scaling out");
+* **rounds**: the speed-up is a ratio of two runs' rates, and each run's rate
+  moves several per cent with the machine from one minute to the next. So
+  the phase runs in rounds, one run at each core count a round, which goes
+  first alternating (:func:`round_order`), and reports each round's ratio and
+  the medians over the rounds (:func:`summarise_rounds`): a ratio of runs
+  made side by side, not one pair's;
 * **CPU per 1,000 joined clicks**: the CPU seconds the app's processes spent
   over the span (the machine's busy time less the stack's services and the
   bench itself), per 1,000 joined clicks: a figure that moves less with the
@@ -33,11 +39,27 @@ span of no time or nothing joined give None, never a made-up figure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from photon.tooling.bench.cpu import ceiling
 
 #: The executor core counts the scale-out model is reported at.
 MODEL_CORES = (4, 8, 32)
+
+#: A run's figures given per core count as their medians over the rounds.
+RUN_FIGURES = (
+    "joined_per_s",
+    "cpu_s_per_1000_joined",
+    "driver_cpu_s_per_1000_joined",
+    "driver_cpu_share",
+    "serial_share",
+    "tasks_running",
+    "machine_cores_busy",
+    "services_cores_busy",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,3 +132,69 @@ def amdahl(serial: float, cores: int) -> float:
 def per_thousand(cpu_s: float, joined: int) -> float | None:
     """CPU seconds per 1,000 joined clicks; None when nothing was joined."""
     return 1000.0 * cpu_s / joined if joined > 0 else None
+
+
+def round_order(round_index: int) -> tuple[int, int]:
+    """The executor core counts of a round in the order they run: one core first in
+    even rounds, two in odd ones, so that a machine speeding up or slowing down over
+    the phase favours neither."""
+    if round_index < 0:
+        raise ValueError(f"a round is numbered from 0, not {round_index}")
+    return (1, 2) if round_index % 2 == 0 else (2, 1)
+
+
+def median_of(values: Sequence[float | None]) -> float | None:
+    """The median, or None when there is none or a run had no such figure (a run that
+    joined nothing has no rate: no median may hide it)."""
+    if not values or any(v is None for v in values):
+        return None
+    return float(statistics.median(v for v in values if v is not None))
+
+
+def summarise_rounds(
+    rounds: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], machine_cores: int
+) -> dict[str, Any]:
+    """Each round's speed-up (its two-core run's rate over its one-core run's), the
+    machine's ceiling (from its one-core run's busy cores,
+    :func:`photon.tooling.bench.cpu.ceiling`) and the speed-up's share of it; then the
+    medians over the rounds, and each run figure's median per core count. ``rounds``
+    gives (one-core run, two-core run) pairs, as ``_joiner_alone`` reports them.
+    """
+    if not rounds:
+        raise ValueError("at least one round is needed")
+    speed_ups: list[float | None] = []
+    ceilings: list[float | None] = []
+    shares: list[float | None] = []
+    for one, two in rounds:
+        rate_one, rate_two = one["joined_per_s"], two["joined_per_s"]
+        speed_up = rate_two / rate_one if rate_one else None
+        busy = one["machine_cores_busy"]
+        most = ceiling(machine_cores, busy) if busy else None
+        speed_ups.append(speed_up)
+        ceilings.append(most)
+        shares.append(speed_up / most if speed_up is not None and most else None)
+    at_cores = {
+        cores: {key: median_of([pair[n][key] for pair in rounds]) for key in RUN_FIGURES}
+        for n, cores in enumerate((1, 2))
+    }
+    return {
+        "speed_up_by_round": [_rounded(v) for v in speed_ups],
+        "machine_ceiling_by_round": [_rounded(v) for v in ceilings],
+        "share_of_ceiling_by_round": [_rounded(v) for v in shares],
+        "speed_up_1_to_2_cores": _rounded(median_of(speed_ups)),
+        "machine_ceiling": _rounded(median_of(ceilings)),
+        "speed_up_share_of_ceiling": _rounded(median_of(shares)),
+        "at_1_core": {key: _figure(key, v) for key, v in at_cores[1].items()},
+        "at_2_cores": {key: _figure(key, v) for key, v in at_cores[2].items()},
+    }
+
+
+def _figure(key: str, value: float | None) -> float | int | None:
+    """A rate in whole clicks per second; shares and CPU seconds to three decimals."""
+    if value is None:
+        return None
+    return round(value) if key == "joined_per_s" else round(value, 3)
+
+
+def _rounded(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)

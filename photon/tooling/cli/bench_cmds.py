@@ -72,6 +72,15 @@ def bench_pipeline(
     scaling_queries: Annotated[
         int, typer.Option(help="Queries of the 1- and 2-core joiner runs.", min=1000)
     ] = 300_000,
+    scaling_rounds: Annotated[
+        int,
+        typer.Option(
+            help="Rounds of the scaling phase (a 1- and a 2-core run each); its figures "
+            "are the rounds' medians.",
+            min=1,
+            max=10,
+        ),
+    ] = 3,
     knee_rates: Annotated[
         str,
         typer.Option(
@@ -82,7 +91,8 @@ def bench_pipeline(
     scaling_only: Annotated[
         bool,
         typer.Option(
-            help="Only the scaling phase (the joiner alone at 1 and 2 cores): a few minutes."
+            help="Only the scaling phase (the joiner alone at 1 and 2 cores, in rounds): "
+            "about 3 minutes a round."
         ),
     ] = False,
     json_out: JsonOption = False,
@@ -100,7 +110,9 @@ def bench_pipeline(
 
         if scaling_only:
             with tempfile.TemporaryDirectory(prefix="photon-bench-") as tmp:
-                scaling = pipeline_bench.run_scaling(Path(tmp), scaling_queries, step)
+                scaling = pipeline_bench.run_scaling(
+                    Path(tmp), scaling_queries, step, scaling_rounds
+                )
             data = {"scaling": scaling, "targets": pipeline_bench.scaling_targets(scaling)}
         else:
             data = pipeline_bench.run(
@@ -108,13 +120,17 @@ def bench_pipeline(
                 click_rate=click_rate,
                 live_seconds=live_seconds,
                 scaling_queries=scaling_queries,
+                scaling_rounds=scaling_rounds,
                 knee_rates=[float(r) for r in knee_rates.split(",")],
                 on_step=step,
             )
     if json_out:
         print_json(data)
         return
-    table = Table("figure", "value", "target met")
+    table = Table(
+        "figure", "value", "target met",
+        caption="scaling: the median of the rounds, then each round's value",
+    )  # fmt: skip
     targets = data["targets"]
     scaling = data["scaling"]
 
@@ -122,18 +138,29 @@ def bench_pipeline(
         table.add_row(label, "-" if value is None else str(value),
                       "" if target is None else str(targets[target]))  # fmt: skip
 
-    for run in scaling["runs"]:
-        cores = f"joiner alone, {run['cores']} core(s)"
-        row(f"{cores}: joined clicks/s", run["joined_per_s"])
-        row(f"{cores}: CPU-s per 1,000 joined", run["cpu_s_per_1000_joined"])
-        row(f"{cores}: tasks running at once (mean)", run["tasks_running"])
-        row(f"{cores}: serial share (no task running)", run["serial_share"],
-            "serial_share_le_10pct_at_2_cores" if run["cores"] == 2 else None)  # fmt: skip
-        row(f"{cores}: driver's share of the CPU", run["driver_cpu_share"],
-            "driver_cpu_le_5pct_at_2_cores" if run["cores"] == 2 else None)  # fmt: skip
-    row("speed-up 1 -> 2 cores", scaling["speed_up_1_to_2_cores"])
-    row(f"  the most {scaling['machine_cores']} cores allow", scaling["machine_ceiling"])
-    row("  share of that ceiling", scaling["speed_up_share_of_ceiling"],
+    def spread(median: object, values: list[object]) -> str:
+        """A median and the rounds' values it comes from."""
+        return f"{median} ({', '.join(str(v) for v in values)})"
+
+    for cores, at in ((1, scaling["at_1_core"]), (2, scaling["at_2_cores"])):
+        label = f"joiner alone, {cores} core(s)"
+
+        def figure(key: str, at: dict[str, object] = at, cores: int = cores) -> str:
+            return spread(at[key], [r[key] for r in scaling["runs"] if r["cores"] == cores])
+
+        row(f"{label}: joined clicks/s", figure("joined_per_s"))
+        row(f"{label}: CPU-s per 1,000 joined", figure("cpu_s_per_1000_joined"))
+        row(f"{label}: tasks running at once (mean)", figure("tasks_running"))
+        row(f"{label}: serial share (no task running)", figure("serial_share"),
+            "serial_share_le_10pct_at_2_cores" if cores == 2 else None)  # fmt: skip
+        row(f"{label}: driver's share of the CPU", figure("driver_cpu_share"),
+            "driver_cpu_le_5pct_at_2_cores" if cores == 2 else None)  # fmt: skip
+    row("speed-up 1 -> 2 cores",
+        spread(scaling["speed_up_1_to_2_cores"], scaling["speed_up_by_round"]))  # fmt: skip
+    row(f"  the most {scaling['machine_cores']} cores allow",
+        spread(scaling["machine_ceiling"], scaling["machine_ceiling_by_round"]))  # fmt: skip
+    row("  share of that ceiling",
+        spread(scaling["speed_up_share_of_ceiling"], scaling["share_of_ceiling_by_round"]),
         "speed_up_ge_90pct_of_ceiling")  # fmt: skip
     amdahl = scaling["amdahl_speed_up"] or {}
     row("Amdahl: speed-up at 4 / 8 / 32 cores",

@@ -9,8 +9,10 @@ from photon.tooling.bench.scaling import (
     amdahl,
     covered,
     per_thousand,
+    round_order,
     serial_share,
     span,
+    summarise_rounds,
     tasks_running,
 )
 
@@ -96,3 +98,53 @@ def test_tasks_running_is_none_without_each_tasks_intervals_or_a_span() -> None:
     assert tasks_running([with_tasks]) == pytest.approx(0.5)
     assert tasks_running([with_tasks, without]) is None  # an older joiner's line among them
     assert tasks_running([]) is None
+
+
+def _run(rate: int, busy: float, serial: float = 0.05) -> dict[str, float | int | None]:
+    return {
+        "joined_per_s": rate,
+        "cpu_s_per_1000_joined": 0.08,
+        "driver_cpu_s_per_1000_joined": 0.003,
+        "driver_cpu_share": 0.04,
+        "serial_share": serial,
+        "tasks_running": 1.5,
+        "machine_cores_busy": busy,
+        "services_cores_busy": 0.6,
+    }
+
+
+def test_the_rounds_alternate_which_core_count_goes_first() -> None:
+    assert [round_order(n) for n in range(4)] == [(1, 2), (2, 1), (1, 2), (2, 1)]
+    with pytest.raises(ValueError, match="from 0"):
+        round_order(-1)
+
+
+def test_the_speed_up_is_the_median_of_each_round_s_own_ratio_not_a_ratio_of_medians() -> None:
+    # The machine slowed down in the second round and sped up in the third: each round's
+    # two runs saw the same machine, so each round's ratio is what the join gives.
+    rounds = [
+        (_run(10_000, 1.4), _run(12_500, 1.8)),  # 1.25 of a 1.43 ceiling
+        (_run(7_000, 1.4), _run(9_100, 1.8)),  # 1.30
+        (_run(12_000, 1.25), _run(13_200, 1.8)),  # 1.10 of a 1.60 ceiling
+    ]
+    summary = summarise_rounds(rounds, machine_cores=2)
+    assert summary["speed_up_by_round"] == [1.25, 1.3, 1.1]
+    assert summary["machine_ceiling_by_round"] == [1.43, 1.43, 1.6]
+    assert summary["share_of_ceiling_by_round"] == [0.88, 0.91, 0.69]
+    assert summary["speed_up_1_to_2_cores"] == 1.25
+    assert summary["speed_up_share_of_ceiling"] == 0.88  # 1.25 / (2 / 1.4)
+    assert summary["machine_ceiling"] == 1.43
+    # A ratio of the medians would say 12,500 / 10,000 too, but of runs from other rounds.
+    assert summary["at_1_core"]["joined_per_s"] == 10_000
+    assert summary["at_2_cores"]["joined_per_s"] == 12_500
+    assert summary["at_2_cores"]["serial_share"] == 0.05
+
+
+def test_a_round_that_joined_nothing_leaves_no_speed_up_to_report() -> None:
+    rounds = [(_run(10_000, 1.4), _run(12_500, 1.8)), (_run(0, 1.4), _run(12_000, 1.8))]
+    summary = summarise_rounds(rounds, machine_cores=2)
+    assert summary["speed_up_by_round"] == [1.25, None]
+    assert summary["speed_up_1_to_2_cores"] is None
+    assert summary["speed_up_share_of_ceiling"] is None
+    with pytest.raises(ValueError, match="at least one round"):
+        summarise_rounds([], machine_cores=2)
