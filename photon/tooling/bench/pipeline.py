@@ -5,7 +5,7 @@ root, bucket and cache keys of its own:
 
 * **scaling**: DC a's joiner alone, at ``local[1]`` and at ``local[2]``, on
   the same backlog (its query reader reads every query first), in rounds of
-  one run each, which goes first alternating. The join's own rate is joined
+  one run each, which goes first balanced over every four rounds. The join's own rate is joined
   clicks per second over the span of its steady batches (Spark's start-up is
   not the join's; reading and planning between batches is); a round's ratio
   is the speed-up from one executor core to two, and the phase reports the
@@ -129,7 +129,7 @@ _BENCH_ENV = {
 _BUSY_KEYS = ("machine_cores_busy", "services_cores_busy", "driver_cores_busy")
 
 #: Rounds of the scaling phase: one run at one executor core and one at two each.
-SCALING_ROUNDS = 3
+SCALING_ROUNDS = 4
 
 #: The latency bound of the knee: the highest click rate whose p90 stays within it.
 P90_BOUND_S = 5.0
@@ -594,9 +594,10 @@ def run_scaling(
     rounds: int = SCALING_ROUNDS,
 ) -> dict[str, Any]:
     """The scaling phase: DC a's joiner alone at one and at two executor cores, in
-    ``rounds`` rounds (which goes first alternating); each round's speed-up against the
-    machine's ceiling and the medians over the rounds (:func:`summarise_rounds`), and
-    Amdahl's model from the one-core runs' median serial share."""
+    ``rounds`` rounds (which goes first balanced: :func:`round_order`); each round's
+    speed-up against the machine's ceiling and the medians over the rounds
+    (:func:`summarise_rounds`), and Amdahl's model from the one-core runs' median
+    serial share."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
     say = step or (lambda _: None)

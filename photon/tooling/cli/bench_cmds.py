@@ -78,9 +78,9 @@ def bench_pipeline(
             help="Rounds of the scaling phase (a 1- and a 2-core run each); its figures "
             "are the rounds' medians.",
             min=1,
-            max=10,
+            max=12,
         ),
-    ] = 3,
+    ] = 4,
     knee_rates: Annotated[
         str,
         typer.Option(

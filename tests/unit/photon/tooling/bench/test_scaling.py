@@ -113,8 +113,8 @@ def _run(rate: int, busy: float, serial: float = 0.05) -> dict[str, float | int 
     }
 
 
-def test_the_rounds_alternate_which_core_count_goes_first() -> None:
-    assert [round_order(n) for n in range(4)] == [(1, 2), (2, 1), (1, 2), (2, 1)]
+def test_each_core_count_goes_first_in_two_of_every_four_rounds() -> None:
+    assert [round_order(n) for n in range(8)] == [(1, 2), (2, 1), (2, 1), (1, 2)] * 2
     with pytest.raises(ValueError, match="from 0"):
         round_order(-1)
 

@@ -45,7 +45,7 @@ def test_the_scaling_table_gives_each_median_with_the_rounds_values(
     asked: list[int] = []
 
     def run_scaling(
-        workdir: Path, queries: int, step: object = None, rounds: int = 3
+        workdir: Path, queries: int, step: object = None, rounds: int = 4
     ) -> dict[str, Any]:
         asked.append(rounds)
         return {
@@ -73,7 +73,7 @@ def test_the_scaling_table_gives_each_median_with_the_rounds_values(
     assert share.split("│")[-2].strip() == "False"  # 0.88 < 0.9
 
 
-@pytest.mark.parametrize("rounds", ["0", "11"])
+@pytest.mark.parametrize("rounds", ["0", "13"])
 def test_the_rounds_are_checked_before_anything_runs(rounds: str) -> None:
     result = runner.invoke(app, ["bench", "pipeline", "--scaling-only", "--scaling-rounds", rounds])
     assert result.exit_code == 2
