@@ -5,11 +5,11 @@ root, bucket and cache keys of its own:
 
 * **scaling**: DC a's joiner alone, at ``local[1]`` and at ``local[2]``, on
   the same backlog (its query reader reads every query first), in rounds of
-  one run each, which goes first balanced over every four rounds. The join's own rate is joined
-  clicks per second over the span of its steady batches (Spark's start-up is
-  not the join's; reading and planning between batches is); a round's ratio
-  is the speed-up from one executor core to two, and the phase reports the
-  rounds' median. Beside it,
+  one run each (which goes first balanced over every four rounds). The
+  join's own rate is joined clicks per second over the span of its steady
+  batches (Spark's start-up is not the join's; reading and planning between
+  batches is); a round's ratio is the speed-up from one executor core to
+  two, and the phase reports the rounds' median. Beside it,
   how many cores the machine kept busy over each span, the stack's processes
   apart, and the ceiling that puts on the ratio (:mod:`photon.tooling.bench.cpu`):
   at one executor core the driver, Spark's JVM and the registry run beside

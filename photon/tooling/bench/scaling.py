@@ -19,12 +19,12 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
 * **Amdahl's speed-up** at ``n`` executor cores from the serial share ``s`` at
   one core: ``1 / (s + (1 - s) / n)``. The most any cluster gives while the
   driver's part stays as it is (docs/deploy.md, "Scaling out");
-* **rounds**: the speed-up is a ratio of two runs' rates, and each run's rate
-  moves several per cent with the machine from one minute to the next. So
-  the phase runs in rounds, one run at each core count a round, which goes
-  first balanced over every four rounds (:func:`round_order`), and reports each round's ratio and
-  the medians over the rounds (:func:`summarise_rounds`): a ratio of runs
-  made side by side, not one pair's;
+* **rounds**: the speed-up is a ratio of two runs' rates, and a run's rate
+  moves with the machine from one minute to the next. So the phase runs in
+  rounds, one run at each core count a round (which goes first balanced
+  over every four rounds: :func:`round_order`), and reports each round's
+  ratio and the medians over the rounds (:func:`summarise_rounds`): ratios
+  of runs made side by side, not one pair's;
 * **CPU per 1,000 joined clicks**: the CPU seconds the app's processes spent
   over the span (the machine's busy time less the stack's services and the
   bench itself), per 1,000 joined clicks: a figure that moves less with the
@@ -136,10 +136,11 @@ def per_thousand(cpu_s: float, joined: int) -> float | None:
 
 def round_order(round_index: int) -> tuple[int, int]:
     """The executor core counts of a round in the order they run: one core first, then
-    two, in rounds 0 and 3 of every four, two first in rounds 1 and 2 (ABBA). A run
-    right after another one was slower here more often than not; in four rounds each
-    order comes twice, so such an effect, or a machine speeding up or slowing down
-    steadily over the phase, favours neither core count."""
+    two, in rounds 0 and 3 of every four, two first in rounds 1 and 2 (ABBA). In the
+    first phases measured in rounds the run that went second was at times the slower
+    one (docs/join.md, "Rounds, and which run goes first"); in four rounds each order
+    comes twice, so such an effect, or a machine speeding up or slowing down steadily
+    over the phase, favours neither core count."""
     if round_index < 0:
         raise ValueError(f"a round is numbered from 0, not {round_index}")
     return (1, 2) if round_index % 4 in (0, 3) else (2, 1)
