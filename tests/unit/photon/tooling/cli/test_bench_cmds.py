@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from photon.tooling.bench import pipeline
 from photon.tooling.bench.scaling import summarise_rounds
+from photon.tooling.cli import common
 from photon.tooling.cli.main import app
 
 pytestmark = pytest.mark.unit
@@ -37,6 +38,9 @@ def test_the_scaling_table_gives_each_median_with_the_rounds_values(
 ) -> None:
     monkeypatch.setenv("PHOTON_LOGS_ROOT", str(tmp_path / "logs"))
     monkeypatch.setenv("PHOTON_STACK__STATE_DIR", str(tmp_path / "state"))
+    # The console is made when the CLI is first imported, perhaps by another test and
+    # without COLUMNS: wide enough here that no label wraps.
+    monkeypatch.setattr(common.out, "width", 250)
     pairs = [
         (_run(1, 1, 10_000, 1.4), _run(1, 2, 12_500, 1.8)),
         (_run(2, 1, 7_000, 1.4), _run(2, 2, 9_100, 1.8)),
