@@ -94,6 +94,7 @@ from photon.tooling.bench.scaling import (
     amdahl,
     per_thousand,
     round_order,
+    rounded,
     serial_share,
     span,
     summarise_rounds,
@@ -312,7 +313,7 @@ def run_phase(
                 figures.latencies_s += click_latencies(rows, output_us, figures.start_shift_us)
             if busy is not None:
                 app_cpu_s = busy.app * run_s
-                figures.cpu_s_per_1000_joined = _round(per_thousand(app_cpu_s, figures.joined))
+                figures.cpu_s_per_1000_joined = rounded(per_thousand(app_cpu_s, figures.joined))
         finally:
             clean_up(settings, store)
     return figures
@@ -440,13 +441,13 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
         "joined_per_s": round(joined / seconds) if seconds > 0 else 0,
         # Three decimals: Amdahl's model is computed from it (two gave the same model
         # for every run whose share rounded alike), and the target is checked on it.
-        "serial_share": _round(serial, 3),
-        "tasks_running": _round(tasks_running(times)),
-        "cpu_s_per_1000_joined": _round(per_thousand(app_cpu_s, joined) if app_cpu_s else None, 3),
-        "driver_cpu_s_per_1000_joined": _round(
+        "serial_share": rounded(serial, 3),
+        "tasks_running": rounded(tasks_running(times)),
+        "cpu_s_per_1000_joined": rounded(per_thousand(app_cpu_s, joined) if app_cpu_s else None, 3),
+        "driver_cpu_s_per_1000_joined": rounded(
             per_thousand(driver_cpu_s, joined) if driver_cpu_s is not None else None, 3
         ),
-        "driver_cpu_share": _round(driver_cpu_s / app_cpu_s, 3)
+        "driver_cpu_share": rounded(driver_cpu_s / app_cpu_s, 3)
         if app_cpu_s and driver_cpu_s is not None
         else None,
         # Over the span: every process, the stack's (ZooKeeper, Redis, S3…), the driver's.
@@ -702,16 +703,16 @@ def _latency_point(live: PhaseFigures, click_rate: float) -> dict[str, Any]:
         "clicks_in": live.clicks_in,
         "joined": live.joined,
         "warm_up_s": _WARM_UP_S,
-        "stream_start_shift_s": _round(live.start_shift_us / 1e6),
-        "latency_p50_s": _round(_percentile(steady, 0.5)),
-        "latency_p90_s": _round(_percentile(steady, 0.9)),
-        "latency_p99_s": _round(_percentile(steady, 0.99)),
+        "stream_start_shift_s": rounded(live.start_shift_us / 1e6),
+        "latency_p50_s": rounded(_percentile(steady, 0.5)),
+        "latency_p90_s": rounded(_percentile(steady, 0.9)),
+        "latency_p99_s": rounded(_percentile(steady, 0.99)),
         # From when both the click and its query were in the logs: the join's own delay.
-        "available_p50_s": _round(_percentile(available, 0.5)),
-        "available_p90_s": _round(_percentile(available, 0.9)),
-        "available_p99_s": _round(_percentile(available, 0.99)),
-        "warm_up_latency_p50_s": _round(_percentile(warm_up, 0.5)),
-        "warm_up_latency_p90_s": _round(_percentile(warm_up, 0.9)),
+        "available_p50_s": rounded(_percentile(available, 0.5)),
+        "available_p90_s": rounded(_percentile(available, 0.9)),
+        "available_p99_s": rounded(_percentile(available, 0.99)),
+        "warm_up_latency_p50_s": rounded(_percentile(warm_up, 0.5)),
+        "warm_up_latency_p90_s": rounded(_percentile(warm_up, 0.9)),
     }
 
 
@@ -733,7 +734,3 @@ def _wasted_share(phase: PhaseFigures) -> float:
     wasted = phase.joiner_sum("wasted")
     attempts = wasted + phase.joiner_sum("joined")
     return wasted / attempts if attempts else 0.0
-
-
-def _round(value: float | None, digits: int = 2) -> float | None:
-    return None if value is None else round(value, digits)

@@ -181,12 +181,12 @@ def summarise_rounds(
         for n, cores in enumerate((1, 2))
     }
     return {
-        "speed_up_by_round": [_rounded(v) for v in speed_ups],
-        "machine_ceiling_by_round": [_rounded(v) for v in ceilings],
-        "share_of_ceiling_by_round": [_rounded(v) for v in shares],
-        "speed_up_1_to_2_cores": _rounded(median_of(speed_ups)),
-        "machine_ceiling": _rounded(median_of(ceilings)),
-        "speed_up_share_of_ceiling": _rounded(median_of(shares)),
+        "speed_up_by_round": [rounded(v) for v in speed_ups],
+        "machine_ceiling_by_round": [rounded(v) for v in ceilings],
+        "share_of_ceiling_by_round": [rounded(v) for v in shares],
+        "speed_up_1_to_2_cores": rounded(median_of(speed_ups)),
+        "machine_ceiling": rounded(median_of(ceilings)),
+        "speed_up_share_of_ceiling": rounded(median_of(shares)),
         "at_1_core": {key: _figure(key, v) for key, v in at_cores[1].items()},
         "at_2_cores": {key: _figure(key, v) for key, v in at_cores[2].items()},
     }
@@ -199,5 +199,6 @@ def _figure(key: str, value: float | None) -> float | int | None:
     return round(value) if key == "joined_per_s" else round(value, 3)
 
 
-def _rounded(value: float | None, digits: int = 2) -> float | None:
+def rounded(value: float | None, digits: int = 2) -> float | None:
+    """``value`` rounded, None kept None (a figure a run's shape left without one)."""
     return None if value is None else round(value, digits)
