@@ -159,9 +159,12 @@ def _java_argv(directory: Path, heap_mb: int, zookeeper_jar: str) -> list[str]:
     return [
         "java",
         f"-Xmx{heap_mb}m",
-        # A local ensemble shares two cores with the apps: the quick JIT and one GC
-        # thread spend less CPU than peak-speed compilation would save.
-        "-XX:TieredStopAtLevel=1",
+        # Peak-speed compilation (C2) and no per-transaction tree digest (a consistency
+        # self-check since ZooKeeper 3.6; it hashes every node a transaction changes, on
+        # each node): a registered id costs the ensemble about a third less CPU
+        # (docs/join.md, "ZooKeeper's CPU per registered id"). One GC thread: the
+        # ensemble shares the machine's cores with the apps.
+        "-Dzookeeper.digest.enabled=false",
         "-XX:+UseSerialGC",
         "-Dzookeeper.log.dir=" + str(directory),
         "-Dzookeeper.root.logger=INFO,CONSOLE",

@@ -132,6 +132,7 @@ def test_zookeeper_nodes_are_configured_by_the_native_stacks_code(
         assert services[f"zk{n}"]["image"].startswith("photon/services:")
     java = serve_argv(2, ["zk1", "zk2", "zk3"], tmp_path, 256)
     assert java[0] == "java" and java[-1] == str(tmp_path / "conf" / "zoo.cfg")
+    assert "-Dzookeeper.digest.enabled=false" in java  # as the native stack's nodes
     cfg = (tmp_path / "conf" / "zoo.cfg").read_text().splitlines()
     assert f"snapSizeLimitInKb={SNAP_SIZE_LIMIT_KB}" in cfg
     assert {"admin.enableServer=false", "clientPort=2181", "quorumListenOnAllIPs=true"} <= set(cfg)
