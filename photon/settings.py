@@ -446,6 +446,12 @@ class StackSettings(_Section):
     #: Each node holds the whole registry in its heap (~0.5 KiB an id): size it
     #: for the ids inside the GC window. A node out of heap exits.
     zk_heap_mb: Annotated[int, Field(ge=32, le=65536)] = 1024
+    #: The nodes' JIT. ``peak``: the full compiler (C2), for a stack that runs for
+    #: hours: a registered id costs the ensemble about a third less CPU once it is warm,
+    #: after a minute or two of compiling beside the apps. ``quick``: the quick compiler
+    #: only (C1), for a stack that lives for minutes (``photon demo``'s: its first joined
+    #: click ~3 s sooner on one core). docs/join.md, "ZooKeeper's CPU per registered id".
+    zk_jit: Literal["peak", "quick"] = "peak"
     zk_classpath: str = "/usr/share/java/zookeeper.jar"
     redis_port: Port = 6379
     s3_port: Port = 9000

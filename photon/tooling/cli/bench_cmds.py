@@ -39,9 +39,19 @@ def bench_registry(
     out.print(
         f"unbatched: {data['unbatched_ids_per_s']} ids/s; lookup: {data['lookup_ids_per_s']} ids/s"
     )
-    table = Table("batch", "API ids/s", "txn/s", "p50 ms", "p99 ms", "raw multi ids/s")
+    table = Table(
+        "batch",
+        "API ids/s",
+        "txn/s",
+        "p50 ms",
+        "p99 ms",
+        "raw multi ids/s",
+        "ZooKeeper CPU-s / 1,000 ids",
+        "client CPU-s / 1,000 ids",
+    )
     for size, row in data["batched"].items():
         raw = data["raw_multi"][size]["ids_per_s"]
+        ensemble = data["ensemble_cpu_s_per_1000_ids"][size]
         table.add_row(
             size,
             str(row["ids_per_s"]),
@@ -49,6 +59,8 @@ def bench_registry(
             str(row["p50_ms"]),
             str(row["p99_ms"]),
             str(raw),
+            "not the local stack's" if ensemble is None else f"{ensemble:.4f}",
+            f"{data['client_cpu_s_per_1000_ids'][size]:.4f}",
         )
     out.print(table)
     out.print(

@@ -531,7 +531,8 @@ def settings_show(ctx: typer.Context) -> None:
 # -- demo ----------------------------------------------------------------------
 
 
-#: What the demo's pipelines run with unless the environment says otherwise: clicks
+#: What the demo's pipelines (and the stack it starts) run with unless the environment
+#: says otherwise: clicks
 #: whose query never comes are given up on after seconds, not hours, so the demo ends.
 #: The age runs on the query stream's clock (docs/join.md, "When a click is
 #: unjoinable") and exceeds the simulated delayed queries (at most ~31 s after their
@@ -542,6 +543,8 @@ DEMO_ENV = {
     "PHOTON_RETRY__MAX_ATTEMPTS": "4",
     "PHOTON_RETRY__MAX_AGE_S": "35",
     "PHOTON_PIPELINE__QUERY_FILE_IDLE_S": "10",
+    # A stack that lives for the run: ZooKeeper's quick compiler (StackSettings.zk_jit).
+    "PHOTON_STACK__ZK_JIT": "quick",
 }
 
 

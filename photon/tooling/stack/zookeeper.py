@@ -18,8 +18,12 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from photon.settings import StackSettings
+
+#: A node's JIT (StackSettings.zk_jit).
+ZkJit = Literal["peak", "quick"]
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # Present with Debian's libslf4j-java; without a binding ZooKeeper logs nothing.
@@ -66,7 +70,9 @@ class ZooKeeperNode:
         (conf / "log4j.properties").write_text(_LOG4J)
 
     def argv(self) -> list[str]:
-        return _java_argv(self.directory, self.stack.zk_heap_mb, self.stack.zk_classpath)
+        return _java_argv(
+            self.directory, self.stack.zk_heap_mb, self.stack.zk_classpath, self.stack.zk_jit
+        )
 
     def env(self) -> dict[str, str]:
         return {}
@@ -130,7 +136,9 @@ def zoo_cfg(
 CLIENT_PORT, QUORUM_PORT, ELECTION_PORT = 2181, 2888, 3888
 
 
-def serve_argv(node_id: int, hosts: list[str], directory: Path, heap_mb: int) -> list[str]:
+def serve_argv(
+    node_id: int, hosts: list[str], directory: Path, heap_mb: int, jit: ZkJit = "peak"
+) -> list[str]:
     """Prepare ``directory`` as node ``node_id`` (1-based) of the ensemble ``hosts`` and
     return the command that runs it: one container's node (``photon stack serve
     zookeeper``), configured as the native stack's nodes are."""
@@ -150,20 +158,21 @@ def serve_argv(node_id: int, hosts: list[str], directory: Path, heap_mb: int) ->
             listen_on_all_ips=True,
         )
     )
-    return _java_argv(directory, heap_mb, "/usr/share/java/zookeeper.jar")
+    return _java_argv(directory, heap_mb, "/usr/share/java/zookeeper.jar", jit)
 
 
-def _java_argv(directory: Path, heap_mb: int, zookeeper_jar: str) -> list[str]:
+def _java_argv(directory: Path, heap_mb: int, zookeeper_jar: str, jit: ZkJit) -> list[str]:
     classpath = [str(directory / "conf"), zookeeper_jar]
     classpath += [jar for jar in _SLF4J_BINDINGS if Path(jar).is_file()]
     return [
         "java",
         f"-Xmx{heap_mb}m",
-        # Peak-speed compilation (C2) and no per-transaction tree digest (a consistency
-        # self-check since ZooKeeper 3.6; it hashes every node a transaction changes, on
-        # each node): a registered id costs the ensemble about a third less CPU
-        # (docs/join.md, "ZooKeeper's CPU per registered id"). One GC thread: the
-        # ensemble shares the machine's cores with the apps.
+        # The quick compiler only, or the full one (StackSettings.zk_jit). No
+        # per-transaction tree digest: a consistency self-check since ZooKeeper 3.6 that
+        # hashes every node a transaction changes, on each node (docs/join.md,
+        # "ZooKeeper's CPU per registered id"). One GC thread: the ensemble shares the
+        # machine's cores with the apps.
+        *(["-XX:TieredStopAtLevel=1"] if jit == "quick" else []),
         "-Dzookeeper.digest.enabled=false",
         "-XX:+UseSerialGC",
         "-Dzookeeper.log.dir=" + str(directory),

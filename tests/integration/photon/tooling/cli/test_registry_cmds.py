@@ -87,5 +87,10 @@ def test_the_benchmark_prints_every_figure(cli: CliRunner) -> None:
         assert data["batched_ids_per_s"][size] > 0
         assert data["raw_multi_ids_per_s"][size] > 0
         assert data["batched"][size]["p99_ms"] >= data["batched"][size]["p50_ms"] > 0
+        # The local stack's three nodes, found by their records: each size's creates
+        # cost them CPU (3,000 ids at 1,000 a call: ~0.1 CPU-s on a 2-core machine).
+        assert data["ensemble_cpu_s_per_1000_ids"][size] >= 0
+        assert data["client_cpu_s_per_1000_ids"][size] > 0
+    assert data["ensemble_cpu_s_per_1000_ids"]["1000"] > 0
     assert data["unbatched_ids_per_s"] > 0 and data["lookup_ids_per_s"] > 0
     assert set(data["targets"]) == {"batched_ge_25x_unbatched", "batched_ge_half_raw_at_1000"}

@@ -39,6 +39,24 @@ def test_each_zookeeper_node_gets_its_own_dirs_ports_and_the_whole_ensemble(tmp_
     assert argv[0] == "java" and "org.apache.zookeeper.server.quorum.QuorumPeerMain" in argv
 
 
+@pytest.mark.parametrize(("jit", "quick_only"), [("peak", False), ("quick", True)])
+def test_a_zookeeper_node_runs_the_jit_its_stack_asks_for_and_no_tree_digest(
+    tmp_path: Path, jit: str, quick_only: bool
+) -> None:
+    argv = ZooKeeperNode(1, StackSettings.model_validate({"zk_jit": jit}), tmp_path).argv()
+    assert ("-XX:TieredStopAtLevel=1" in argv) is quick_only
+    assert "-Dzookeeper.digest.enabled=false" in argv
+    # JVM options go before the main class, or they are the program's arguments.
+    assert argv.index("-Dzookeeper.digest.enabled=false") < argv.index(
+        "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+    )
+
+
+def test_a_zookeeper_jit_that_is_not_peak_or_quick_is_refused() -> None:
+    with pytest.raises(ValueError, match="zk_jit"):
+        StackSettings.model_validate({"zk_jit": "fast"})
+
+
 def test_redis_runs_without_persistence_and_with_an_lru_bound(tmp_path: Path) -> None:
     argv = RedisService(
         StackSettings(redis_port=7001), RedisSettings(maxmemory_mb=64), tmp_path
