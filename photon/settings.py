@@ -435,6 +435,10 @@ class PipelineSettings(_Section):
         return path
 
 
+#: A ZooKeeper node's JIT (StackSettings.zk_jit): the full compiler, or the quick one only.
+ZkJit = Literal["peak", "quick"]
+
+
 class StackSettings(_Section):
     """The local stack that ``photon up`` runs on loopback."""
 
@@ -451,7 +455,7 @@ class StackSettings(_Section):
     #: after a minute or two of compiling beside the apps. ``quick``: the quick compiler
     #: only (C1), for a stack that lives for minutes (``photon demo``'s: its first joined
     #: click ~3 s sooner on one core). docs/join.md, "ZooKeeper's CPU per registered id".
-    zk_jit: Literal["peak", "quick"] = "peak"
+    zk_jit: ZkJit = "peak"
     zk_classpath: str = "/usr/share/java/zookeeper.jar"
     redis_port: Port = 6379
     s3_port: Port = 9000

@@ -532,8 +532,8 @@ def settings_show(ctx: typer.Context) -> None:
 
 
 #: What the demo's pipelines (and the stack it starts) run with unless the environment
-#: says otherwise: clicks
-#: whose query never comes are given up on after seconds, not hours, so the demo ends.
+#: says otherwise: clicks whose query never comes are given up on after seconds, not
+#: hours, so the demo ends.
 #: The age runs on the query stream's clock (docs/join.md, "When a click is
 #: unjoinable") and exceeds the simulated delayed queries (at most ~31 s after their
 #: last click); query files idle for 10 s stop holding the reader's progress back.

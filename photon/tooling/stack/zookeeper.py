@@ -18,12 +18,8 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from photon.settings import StackSettings
-
-#: A node's JIT (StackSettings.zk_jit).
-ZkJit = Literal["peak", "quick"]
+from photon.settings import StackSettings, ZkJit
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # Present with Debian's libslf4j-java; without a binding ZooKeeper logs nothing.
