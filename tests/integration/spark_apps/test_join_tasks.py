@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -253,6 +255,27 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
     jobs = SparkGroupJobs(spark, settings, "a", a.joiner.attempt)
     a.joiner.submit_groups, prestart = jobs.submit, jobs.prestart
     handed: list[Future[list[GroupOutcome]]] = []
+    # Too late: a batch's plan is published only once its prestarted tasks have all
+    # returned (each having waited its 0.05 s in vain), whenever Spark gave them a core:
+    # not after a fixed sleep, which a task started late on a busy machine outlasts.
+    tasks_returned: dict[str, threading.Event] = {}
+    job = join_tasks._Prestarted.job
+
+    def job_noting_its_tasks(
+        started: join_tasks._Prestarted, start_job: Callable[[], list[GroupOutcome | None]]
+    ) -> Callable[[], list[GroupOutcome] | None]:
+        returned = tasks_returned.setdefault(started.batch, threading.Event())
+
+        def start_and_note() -> list[GroupOutcome | None]:
+            try:
+                return start_job()
+            finally:
+                returned.set()
+
+        return job(started, start_and_note)
+
+    if late:
+        monkeypatch.setattr(join_tasks._Prestarted, "job", job_noting_its_tasks)
 
     def prestart_and_note(
         batch: str, ranges: tuple[FileRange, ...], groups: int
@@ -262,7 +285,7 @@ def test_batches_whose_groups_start_before_their_plan_join_every_click_exactly_o
 
         def publish_and_note(works: list[GroupWork]) -> Future[list[GroupOutcome]] | None:
             if late:
-                time.sleep(0.5)  # the tasks have stopped waiting by now
+                assert tasks_returned[batch].wait(120), f"batch {batch}'s tasks never returned"
             outcomes = publish(works)
             assert outcomes is not None  # the works are the ones the tasks read
             handed.append(outcomes)
