@@ -31,11 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
 from kazoo.client import KazooClient
 
 from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
+from photon.tooling.bench.cpu import CpuSampler
+from photon.tooling.bench.scaling import rounded
 from photon.tooling.stack import process
 from photon.tooling.stack.manager import LocalStack
 from registry import EventId, IdRegistry
@@ -91,11 +92,10 @@ class RegistryBenchmark:
             "raw_multi": figures(self.raw_multi),
             "lookup_ids_per_s": round(self.lookup_ids_per_s),
             "ensemble_cpu_s_per_1000_ids": {
-                str(s): None if v is None else round(v, 4)
-                for s, v in self.ensemble_cpu_s_per_1000_ids.items()
+                str(s): rounded(v, 4) for s, v in self.ensemble_cpu_s_per_1000_ids.items()
             },
             "client_cpu_s_per_1000_ids": {
-                str(s): round(v, 4) for s, v in self.client_cpu_s_per_1000_ids.items()
+                str(s): rounded(v, 4) for s, v in self.client_cpu_s_per_1000_ids.items()
             },
             "batched_1000_vs_unbatched": round(self.speedup_vs_unbatched, 1),
             "batched_1000_share_of_raw": round(self.share_of_raw_ceiling, 3),
@@ -144,7 +144,7 @@ def run(
     )
     zk.start(timeout=settings.zookeeper.connect_timeout_s)
     registered: list[str] = []
-    ensemble = _EnsembleCpu(settings)
+    ensemble = _ensemble_sampler(settings)
     try:
         reg.register((i, "warm-up") for i in ids.take(1000))  # connections, watches, JIT
 
@@ -159,7 +159,7 @@ def run(
         for size in BATCH_SIZES:
             step(f"batched: {batches} batches of {size} through the API")
             latencies = []
-            ensemble_before, client_before = ensemble.busy_s(), time.process_time()
+            ensemble_before, client_before = _ensemble_busy_s(ensemble), time.process_time()
             for _ in range(batches):
                 batch = ids.take(size)
                 t0 = time.perf_counter()
@@ -167,7 +167,7 @@ def run(
                 latencies.append(time.perf_counter() - t0)
                 registered += batch
             thousands = size * batches / 1000
-            ensemble_after = ensemble.busy_s()
+            ensemble_after = _ensemble_busy_s(ensemble)
             result.client_cpu_s_per_1000_ids[size] = (
                 time.process_time() - client_before
             ) / thousands
@@ -209,23 +209,20 @@ def run(
     return result
 
 
-class _EnsembleCpu:
-    """The CPU seconds the local stack's ZooKeeper nodes have spent (their records are
-    checked to be the processes the stack started, not others that took their pids)."""
+def _ensemble_sampler(settings: PhotonSettings) -> CpuSampler | None:
+    """A sampler of the local stack's ZooKeeper nodes (records checked to be the
+    processes the stack started, not others that took their pids); None without them."""
+    records = LocalStack(settings).records()
+    pids = [
+        r.pid for n, r in records.items() if n.startswith("zk") and process.is_running(r.identity)
+    ]
+    return CpuSampler(pids) if pids else None
 
-    def __init__(self, settings: PhotonSettings) -> None:
-        records = LocalStack(settings).records()
-        found = [process.find(r.identity) for n, r in records.items() if n.startswith("zk")]
-        self._nodes = [p for p in found if p is not None]
 
-    def busy_s(self) -> float | None:
-        """None without the nodes, or when one of them is gone."""
-        if not self._nodes:
-            return None
-        try:
-            return sum(sum(p.cpu_times()[:2]) for p in self._nodes)
-        except psutil.Error:
-            return None
+def _ensemble_busy_s(sampler: CpuSampler | None) -> float | None:
+    """The CPU seconds the nodes have spent (None without them, or without ``/proc``)."""
+    sample = sampler.sample() if sampler is not None else None
+    return sample.services_s if sample is not None else None
 
 
 def _figures(size: int, latencies: list[float]) -> BatchFigures:

@@ -132,12 +132,11 @@ def zoo_cfg(
 CLIENT_PORT, QUORUM_PORT, ELECTION_PORT = 2181, 2888, 3888
 
 
-def serve_argv(
-    node_id: int, hosts: list[str], directory: Path, heap_mb: int, jit: ZkJit = "peak"
-) -> list[str]:
+def serve_argv(node_id: int, hosts: list[str], directory: Path, heap_mb: int) -> list[str]:
     """Prepare ``directory`` as node ``node_id`` (1-based) of the ensemble ``hosts`` and
     return the command that runs it: one container's node (``photon stack serve
-    zookeeper``), configured as the native stack's nodes are."""
+    zookeeper``), configured as the native stack's nodes are (a container runs for
+    hours: the full JIT)."""
     if not 1 <= node_id <= len(hosts):
         raise ValueError(f"node id {node_id} is not one of 1..{len(hosts)} ({','.join(hosts)})")
     conf, data = directory / "conf", directory / "data"
@@ -154,7 +153,7 @@ def serve_argv(
             listen_on_all_ips=True,
         )
     )
-    return _java_argv(directory, heap_mb, "/usr/share/java/zookeeper.jar", jit)
+    return _java_argv(directory, heap_mb, "/usr/share/java/zookeeper.jar", "peak")
 
 
 def _java_argv(directory: Path, heap_mb: int, zookeeper_jar: str, jit: ZkJit) -> list[str]:
