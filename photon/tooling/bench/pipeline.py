@@ -4,7 +4,8 @@ Phases on the running stack, each with logs, pipeline state, registry
 root, bucket and cache keys of its own:
 
 * **scaling**: DC a's joiner alone, at ``local[1]`` and at ``local[2]``, on
-  the same backlog (its query reader reads every query first), in rounds of
+  the same backlog (its query reader reads every query first; 1 MiB of
+  batch an executor core, so the groups are alike at both), in rounds of
   one run each (which goes first balanced over every four rounds). The
   join's own rate is joined clicks per second over the span of its steady
   batches (Spark's start-up is not the join's; reading and planning between
@@ -92,6 +93,7 @@ from photon.tooling.bench.scaling import (
     MODEL_CORES,
     BatchTimes,
     amdahl,
+    batch_bytes_for,
     per_thousand,
     round_order,
     rounded,
@@ -370,7 +372,8 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     """
     alone = {
         "PHOTON_DCS": "a",
-        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": str(1 << 20),  # many batches, not one
+        # Many batches, not one; the same bytes a group (a core) at every core count.
+        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": str(batch_bytes_for(cores)),
         # Batches back to back: at the default 1 s trigger a batch shorter than a second
         # waits for the next tick, and the span measured the trigger, not the join (the
         # same ~1 batch/s at one executor core and at two).
@@ -432,6 +435,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     serial = serial_share(times)
     return {
         "cores": cores,
+        "batch_bytes": batch_bytes_for(cores),
         "batches": len(steady),
         "joined": joined,
         "span_s": round(seconds, 2),

@@ -25,6 +25,16 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
   over every four rounds: :func:`round_order`), and reports each round's
   ratio and the medians over the rounds (:func:`summarise_rounds`): ratios
   of runs made side by side, not one pair's;
+* **a batch's byte budget per executor core** (:func:`batch_bytes_for`): 1 MiB
+  of click logs a core, so a batch's groups (one a core) are the same size at
+  one core and at two. Each group pays for itself whatever its size (its
+  registry round trips, its cache ``MGET``, its Parquet object and put, its
+  plan), so halving the groups of one fixed batch measured those costs, not
+  the join's scaling: in side-by-side runs the two-core joiner on 1 MiB
+  batches spent 1.1-1.25 times the CPU per joined click of the same joiner on
+  2 MiB batches (docs/join.md, "A batch's budget per executor core"). A
+  deployment's batches (``pipeline.max_bytes_per_batch``, 16 MiB) give every
+  group megabytes on a backlog;
 * **CPU per 1,000 joined clicks**: the CPU seconds the app's processes spent
   over the span (the machine's busy time less the stack's services and the
   bench itself), per 1,000 joined clicks: a figure that moves less with the
@@ -48,6 +58,9 @@ from photon.tooling.bench.cpu import ceiling
 
 #: The executor core counts the scale-out model is reported at.
 MODEL_CORES = (4, 8, 32)
+
+#: A scaling run's batch budget for each of its executor cores (see above).
+BATCH_BYTES_PER_CORE = 1 << 20
 
 #: A run's figures given per core count as their medians over the rounds.
 RUN_FIGURES = (
@@ -132,6 +145,14 @@ def amdahl(serial: float, cores: int) -> float:
 def per_thousand(cpu_s: float, joined: int) -> float | None:
     """CPU seconds per 1,000 joined clicks; None when nothing was joined."""
     return 1000.0 * cpu_s / joined if joined > 0 else None
+
+
+def batch_bytes_for(cores: int) -> int:
+    """The byte budget of a scaling run's batches at ``cores`` executor cores: the same
+    bytes a group (a core) at every core count."""
+    if cores < 1:
+        raise ValueError(f"a run has at least one executor core, not {cores}")
+    return cores * BATCH_BYTES_PER_CORE
 
 
 def round_order(round_index: int) -> tuple[int, int]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from photon.tooling.bench.scaling import (
+    BATCH_BYTES_PER_CORE,
     BatchTimes,
     amdahl,
+    batch_bytes_for,
     covered,
     per_thousand,
     round_order,
@@ -111,6 +113,13 @@ def _run(rate: int, busy: float, serial: float = 0.05) -> dict[str, float | int 
         "machine_cores_busy": busy,
         "services_cores_busy": 0.6,
     }
+
+
+def test_a_batch_gives_each_executor_core_the_same_bytes_at_every_core_count() -> None:
+    assert BATCH_BYTES_PER_CORE == 1 << 20
+    assert [batch_bytes_for(n) for n in (1, 2, 4)] == [1 << 20, 2 << 20, 4 << 20]
+    with pytest.raises(ValueError, match="at least one executor core"):
+        batch_bytes_for(0)
 
 
 def test_each_core_count_goes_first_in_two_of_every_four_rounds() -> None:
