@@ -4,8 +4,8 @@ Phases on the running stack, each with logs, pipeline state, registry
 root, bucket and cache keys of its own:
 
 * **scaling**: DC a's joiner alone, at ``local[1]`` and at ``local[2]``, on
-  the same backlog (its query reader reads every query first; 1 MiB of
-  batch an executor core, so the groups are alike at both), in rounds of
+  the same backlog (its query reader reads every query first) in the same
+  batches and groups (2 MiB, two groups, at both), in rounds of
   one run each (which goes first balanced over every four rounds). The
   join's own rate is joined clicks per second over the span of its steady
   batches (Spark's start-up is not the join's; reading and planning between
@@ -91,9 +91,10 @@ from photon.storage import ObjectStore, s3_client
 from photon.tooling.bench.cpu import CpuSampler, available_cores, cores_busy
 from photon.tooling.bench.scaling import (
     MODEL_CORES,
+    SCALING_BATCH_BYTES,
+    SCALING_GROUPS,
     BatchTimes,
     amdahl,
-    batch_bytes_for,
     per_thousand,
     round_order,
     rounded,
@@ -361,6 +362,23 @@ def click_latencies(
     return [(r["click_ts_us"], (seen_us - r["click_ts_us"] - start_shift_us) / 1e6) for r in rows]
 
 
+def joiner_alone_env() -> dict[str, str]:
+    """The settings of every scaling run (over the phase's own): DC a alone, the same
+    batches and groups at every core count, batches back to back, no metrics port."""
+    return {
+        "PHOTON_DCS": "a",
+        # Many batches, not one, and the same batches and groups at every core count.
+        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": str(SCALING_BATCH_BYTES),
+        "PHOTON_PIPELINE__JOIN_GROUPS": str(SCALING_GROUPS),
+        # Batches back to back: at the default 1 s trigger a batch shorter than a second
+        # waits for the next tick, and the span measured the trigger, not the join (the
+        # same ~1 batch/s at one executor core and at two).
+        "PHOTON_PIPELINE__TRIGGER_S": "0.05",
+        "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
+        FORMAT_ENV: "json",  # its batch reports are read back
+    }
+
+
 def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[str, Any]:
     """DC a's joiner alone at ``local[cores]`` on a backlog its query reader read first.
 
@@ -370,17 +388,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     count. Beside it, the serial share, CPU per 1,000 joined clicks and the driver's
     part of it (:mod:`photon.tooling.bench.scaling`).
     """
-    alone = {
-        "PHOTON_DCS": "a",
-        # Many batches, not one; the same bytes a group (a core) at every core count.
-        "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": str(batch_bytes_for(cores)),
-        # Batches back to back: at the default 1 s trigger a batch shorter than a second
-        # waits for the next tick, and the span measured the trigger, not the join (the
-        # same ~1 batch/s at one executor core and at two).
-        "PHOTON_PIPELINE__TRIGGER_S": "0.05",
-        "PHOTON_PIPELINE__METRICS_BASE_PORT": "0",
-        FORMAT_ENV: "json",  # its batch reports are read back
-    }
+    alone = joiner_alone_env()
     with environment(_phase_env(workdir, name) | alone):
         settings = load_settings()
         s3_client(settings.s3_endpoint_url, settings.s3).create_bucket(Bucket=settings.s3.bucket)
@@ -435,7 +443,8 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
     serial = serial_share(times)
     return {
         "cores": cores,
-        "batch_bytes": batch_bytes_for(cores),
+        "batch_bytes": SCALING_BATCH_BYTES,
+        "groups": SCALING_GROUPS,
         "batches": len(steady),
         "joined": joined,
         "span_s": round(seconds, 2),

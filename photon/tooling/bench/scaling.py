@@ -25,16 +25,16 @@ two executor cores and reads its ``joiner.batch`` log lines back. From them:
   over every four rounds: :func:`round_order`), and reports each round's
   ratio and the medians over the rounds (:func:`summarise_rounds`): ratios
   of runs made side by side, not one pair's;
-* **a batch's byte budget per executor core** (:func:`batch_bytes_for`): 1 MiB
-  of click logs a core, so a batch's groups (one a core) are the same size at
-  one core and at two. Each group pays for itself whatever its size (its
-  registry round trips, its cache ``MGET``, its Parquet object and put, its
-  plan), so halving the groups of one fixed batch measured those costs, not
-  the join's scaling: in side-by-side runs the two-core joiner on 1 MiB
-  batches spent 1.1-1.25 times the CPU per joined click of the same joiner on
-  2 MiB batches (docs/join.md, "A batch's budget per executor core"). A
-  deployment's batches (``pipeline.max_bytes_per_batch``, 16 MiB) give every
-  group megabytes on a backlog;
+* **the same work at both core counts**: every run's batches are 2 MiB of
+  click logs in two groups (:data:`SCALING_BATCH_BYTES`,
+  :data:`SCALING_GROUPS`), at one executor core (its two groups one after the
+  other) as at two, so that only the cores differ, as the machine's ceiling
+  assumes. Each group pays for itself whatever its size (its registry round
+  trips, its cache ``MGET``, its Parquet object and put, its plan) and each
+  batch too (Spark's work between batches, the driver's): runs on batches of
+  one size with groups one a core paid the groups' costs twice at two cores,
+  and runs with a budget a core paid the batches' costs twice at one
+  (docs/join.md, "The same work at one core and at two");
 * **CPU per 1,000 joined clicks**: the CPU seconds the app's processes spent
   over the span (the machine's busy time less the stack's services and the
   bench itself), per 1,000 joined clicks: a figure that moves less with the
@@ -59,8 +59,10 @@ from photon.tooling.bench.cpu import ceiling
 #: The executor core counts the scale-out model is reported at.
 MODEL_CORES = (4, 8, 32)
 
-#: A scaling run's batch budget for each of its executor cores (see above).
-BATCH_BYTES_PER_CORE = 1 << 20
+#: Every scaling run's batches, at one executor core and at two: 2 MiB of click logs in
+#: two groups (~8,100 click lines a group on the phase's backlog). See above.
+SCALING_BATCH_BYTES = 2 << 20
+SCALING_GROUPS = 2
 
 #: A run's figures given per core count as their medians over the rounds.
 RUN_FIGURES = (
@@ -145,14 +147,6 @@ def amdahl(serial: float, cores: int) -> float:
 def per_thousand(cpu_s: float, joined: int) -> float | None:
     """CPU seconds per 1,000 joined clicks; None when nothing was joined."""
     return 1000.0 * cpu_s / joined if joined > 0 else None
-
-
-def batch_bytes_for(cores: int) -> int:
-    """The byte budget of a scaling run's batches at ``cores`` executor cores: the same
-    bytes a group (a core) at every core count."""
-    if cores < 1:
-        raise ValueError(f"a run has at least one executor core, not {cores}")
-    return cores * BATCH_BYTES_PER_CORE
 
 
 def round_order(round_index: int) -> tuple[int, int]:

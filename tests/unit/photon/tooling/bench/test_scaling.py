@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from photon.settings import load_settings
+from photon.tooling.bench.pipeline import joiner_alone_env
 from photon.tooling.bench.scaling import (
-    BATCH_BYTES_PER_CORE,
+    SCALING_BATCH_BYTES,
+    SCALING_GROUPS,
     BatchTimes,
     amdahl,
-    batch_bytes_for,
     covered,
     per_thousand,
     round_order,
@@ -115,11 +117,16 @@ def _run(rate: int, busy: float, serial: float = 0.05) -> dict[str, float | int 
     }
 
 
-def test_a_batch_gives_each_executor_core_the_same_bytes_at_every_core_count() -> None:
-    assert BATCH_BYTES_PER_CORE == 1 << 20
-    assert [batch_bytes_for(n) for n in (1, 2, 4)] == [1 << 20, 2 << 20, 4 << 20]
-    with pytest.raises(ValueError, match="at least one executor core"):
-        batch_bytes_for(0)
+def test_every_scaling_run_joins_the_same_batches_in_the_same_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The run's core count is not among its settings: one core and two do the same work.
+    for name, value in joiner_alone_env().items():
+        monkeypatch.setenv(name, value)
+    pipeline = load_settings().pipeline
+    assert pipeline.max_bytes_per_batch == SCALING_BATCH_BYTES == 2 << 20
+    assert pipeline.join_groups == SCALING_GROUPS == 2
+    assert load_settings().dcs == ["a"]
 
 
 def test_each_core_count_goes_first_in_two_of_every_four_rounds() -> None:
