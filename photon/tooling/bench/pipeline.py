@@ -282,7 +282,7 @@ def run_phase(
             started = time.monotonic()
             figures.started_us = time.time_ns() // 1000
             # Not the apps': the stack's processes, and this one.
-            others = [record.pid for record in LocalStack(settings).records().values()]
+            others = LocalStack(settings).running_pids()
             output_times = BatchLogTimes(settings, store)
             with CpuSampler([*others, os.getpid()], period_s=0.25) as sampler, output_times:
                 try:
@@ -411,7 +411,7 @@ def _joiner_alone(workdir: Path, name: str, cores: int, queries: int) -> dict[st
             )
             _run_app(settings, QUERY_READER, "local[2]")
             # Not the app's: the stack's processes and this one (its sampler thread).
-            others = [record.pid for record in LocalStack(settings).records().values()]
+            others = LocalStack(settings).running_pids()
             with CpuSampler([*others, os.getpid()]) as sampler:
                 _run_app(settings, JOINER, f"local[{cores}]", on_start=sampler.watch_driver)
             batches = [

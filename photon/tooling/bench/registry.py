@@ -37,7 +37,6 @@ from photon.registry_access import connect_registry
 from photon.settings import PhotonSettings
 from photon.tooling.bench.cpu import CpuSampler
 from photon.tooling.bench.scaling import rounded
-from photon.tooling.stack import process
 from photon.tooling.stack.manager import LocalStack
 from registry import EventId, IdRegistry
 
@@ -212,10 +211,7 @@ def run(
 def _ensemble_sampler(settings: PhotonSettings) -> CpuSampler | None:
     """A sampler of the local stack's ZooKeeper nodes (records checked to be the
     processes the stack started, not others that took their pids); None without them."""
-    records = LocalStack(settings).records()
-    pids = [
-        r.pid for n, r in records.items() if n.startswith("zk") and process.is_running(r.identity)
-    ]
+    pids = LocalStack(settings).running_pids("zk")
     return CpuSampler(pids) if pids else None
 
 

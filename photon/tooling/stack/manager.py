@@ -207,6 +207,16 @@ class LocalStack:
         state = self.supervisor.load()
         return dict(state.services) if state else {}
 
+    def running_pids(self, name_prefix: str = "") -> list[int]:
+        """The pids of the services ``up`` recorded whose names start with
+        ``name_prefix`` and that are still the processes it started (not others that
+        took their pids since)."""
+        return [
+            record.pid
+            for name, record in self.records().items()
+            if name.startswith(name_prefix) and process.is_running(record.identity)
+        ]
+
     # -- internals ----------------------------------------------------------
 
     def _services(self, backend: S3Backend) -> list[Service]:
