@@ -29,6 +29,13 @@ ids joined that the workload says are not joinable. Runs alternate which
 system goes first; the report gives each run and the medians, and the
 ratio of Photon's events/s to the native join's (the median of each run's).
 
+Before the measured runs, ``warm_up_runs`` runs of both systems (1 by
+default, on workloads of their own) warm what outlives a run: the stack's
+services, ZooKeeper's JIT above all, and the page cache of both systems'
+jars and modules. Every measured run still starts both systems' apps from
+nothing. The warm-up runs are reported (``warm_up``), never in the medians
+(docs/join.md, "Against Spark's own join").
+
 How it fails: an app that exits non-zero raises :class:`RuntimeError` with
 the tail of its log; a bad argument raises ``ValueError``.
 """
@@ -155,35 +162,31 @@ def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
 
 
 def run(
-    *, queries: int = 100_000, runs: int = 3, seed: int = 11, on_step: StepCallback | None = None
+    *,
+    queries: int = 100_000,
+    runs: int = 3,
+    seed: int = 11,
+    warm_up_runs: int = 1,
+    on_step: StepCallback | None = None,
 ) -> dict[str, Any]:
     if not 1 <= runs <= 20:
         raise ValueError(f"runs must be 1 to 20, not {runs}")
+    if not 0 <= warm_up_runs <= 5:
+        raise ValueError(f"warm_up_runs must be 0 to 5, not {warm_up_runs}")
     if queries < 1_000:
         raise ValueError(f"queries must be at least 1000, not {queries}")
     step = on_step or (lambda _: None)
     dcs = load_settings().dcs
-    per_run: list[dict[str, Any]] = []
-    for n in range(runs):
-        cfg = _workload(dcs, queries, seed + n)
-        result: dict[str, Any] = {}
-        # Alternating which goes first: neither always meets a machine the other warmed.
-        order = ("photon", "spark_native") if n % 2 == 0 else ("spark_native", "photon")
-        with tempfile.TemporaryDirectory(prefix="photon-compare-") as tmp:
-            for system in order:
-                step(f"run {n + 1}/{runs}: {system} on {queries} queries")
-                if system == "photon":
-                    result["photon"] = asdict(_photon(Path(tmp), cfg))
-                else:
-                    figures, manifest = _native(Path(tmp), cfg)
-                    result["spark_native"] = asdict(figures)
-                    result["input_lines"] = input_lines(manifest)
-                    result["joinable"] = len(manifest.expected_joins)
-        native_rate = result["spark_native"]["input_events_per_s"]
-        result["photon_vs_native_events_per_s"] = (
-            round(result["photon"]["input_events_per_s"] / native_rate, 2) if native_rate else 0.0
-        )
-        per_run.append(result)
+    warm_up = []
+    for n in range(warm_up_runs):
+        label = f"warm-up {n + 1}/{warm_up_runs}"
+        # Workloads of their own (seeds after the measured runs'): nothing measured
+        # later finds its ids registered or its queries cached.
+        warm_up.append(_one_run(_workload(dcs, queries, seed + runs + n), n, label, step))
+    per_run = [
+        _one_run(_workload(dcs, queries, seed + n), n, f"run {n + 1}/{runs}", step)
+        for n in range(runs)
+    ]
     keys = [f.name for f in fields(SystemFigures)]
     median = {
         system: {key: _median([r[system][key] for r in per_run]) for key in keys}
@@ -191,16 +194,39 @@ def run(
     }
     ratio = statistics.median(r["photon_vs_native_events_per_s"] for r in per_run)
     return {
-        "workload": {"queries": queries, "dcs": dcs, "runs": runs},
+        "workload": {"queries": queries, "dcs": dcs, "runs": runs, "warm_up_runs": warm_up_runs},
         "median": median,
         "photon_vs_native_events_per_s": ratio,
         "runs": per_run,
+        "warm_up": warm_up,
         "targets": {
             "photon_events_per_s_ge_native": ratio >= 1.0,
             "photon_complete": all(r["photon"]["completeness"] == 1.0 for r in per_run),
             "photon_no_duplicates": all(r["photon"]["duplicates_across_dcs"] == 0 for r in per_run),
         },
     }
+
+
+def _one_run(cfg: GenConfig, n: int, label: str, step: StepCallback) -> dict[str, Any]:
+    """Both systems on copies of one workload; the ``n``-th run of its kind."""
+    result: dict[str, Any] = {}
+    # Alternating which goes first: neither always meets a machine the other warmed.
+    order = ("photon", "spark_native") if n % 2 == 0 else ("spark_native", "photon")
+    with tempfile.TemporaryDirectory(prefix="photon-compare-") as tmp:
+        for system in order:
+            step(f"{label}: {system} on {cfg.queries} queries")
+            if system == "photon":
+                result["photon"] = asdict(_photon(Path(tmp), cfg))
+            else:
+                figures, manifest = _native(Path(tmp), cfg)
+                result["spark_native"] = asdict(figures)
+                result["input_lines"] = input_lines(manifest)
+                result["joinable"] = len(manifest.expected_joins)
+    native_rate = result["spark_native"]["input_events_per_s"]
+    result["photon_vs_native_events_per_s"] = (
+        round(result["photon"]["input_events_per_s"] / native_rate, 2) if native_rate else 0.0
+    )
+    return result
 
 
 def _median(values: list[Any]) -> Any:

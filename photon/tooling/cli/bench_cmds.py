@@ -218,6 +218,15 @@ def bench_compare(
     runs: Annotated[
         int, typer.Option(help="Runs; the figures are their medians.", min=1, max=20)
     ] = 3,
+    warm_up_runs: Annotated[
+        int,
+        typer.Option(
+            help="Runs of both systems first, not measured: they warm the stack's "
+            "services (ZooKeeper's JIT) and the page cache.",
+            min=0,
+            max=5,
+        ),
+    ] = 1,
     json_out: JsonOption = False,
 ) -> None:
     """Photon against Spark's own stream-stream join on the same logs: events/s,
@@ -229,6 +238,7 @@ def bench_compare(
         data = compare_bench.run(
             queries=queries,
             runs=runs,
+            warm_up_runs=warm_up_runs,
             on_step=lambda text: status.update(f"comparing with Spark's own join: {text}"),
         )
     if json_out:
@@ -249,7 +259,7 @@ def bench_compare(
     out.print(table)
     out.print(
         f"photon / native input events/s: {data['photon_vs_native_events_per_s']}x "
-        f"(median of {runs} runs; target >= 1.0)"
+        f"(median of {runs} runs after {warm_up_runs} not measured; target >= 1.0)"
     )
 
 
