@@ -177,7 +177,7 @@ def run(
         raise ValueError(f"queries must be at least 1000, not {queries}")
     step = on_step or (lambda _: None)
     dcs = load_settings().dcs
-    warm_up = []
+    warm_up: list[dict[str, Any]] = []
     for n in range(warm_up_runs):
         label = f"warm-up {n + 1}/{warm_up_runs}"
         # Workloads of their own (seeds after the measured runs'): nothing measured
