@@ -8,6 +8,7 @@ import importlib.metadata
 import ipaddress
 import os
 import sys
+import zipfile
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -124,9 +125,14 @@ def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
 
 
 def redundant_spark_zips() -> list[str]:
-    """SPARK_HOME's zipped pyspark and py4j when this interpreter has the very same
-    installed (pip's pyspark is its own SPARK_HOME; py4j of the zip's version): Spark's
-    Python processes can import them from site-packages, compiled, instead."""
+    """What Spark puts on its Python processes' PYTHONPATH that this interpreter has
+    already, when it has the very same installed (pip's pyspark is its own SPARK_HOME):
+    SPARK_HOME's zipped pyspark and py4j (py4j of the zip's version), which Spark's
+    Python processes can import from site-packages, compiled, instead; and Spark's core
+    jar, which Spark adds for a build that packs PySpark in it, when it holds no Python
+    module. A zip on the path costs a process reading its directory whenever the
+    import system's caches are invalidated (PySpark's workers do so as they start):
+    ~0.1 CPU-s each time for the core jar's 5,800 entries (docs/deploy.md, "Start-up")."""
     installed = Path(pyspark.__file__).parent
     home = Path(os.environ.get("SPARK_HOME") or installed)  # pip's pyspark: its own home
     if not installed.is_dir() or home.resolve() != installed.resolve():
@@ -135,7 +141,17 @@ def redundant_spark_zips() -> list[str]:
     drop = [lib / "pyspark.zip"]
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # else its zip stays
         drop.append(lib / f"py4j-{importlib.metadata.version('py4j')}-src.zip")
+    drop.extend(jar for jar in sorted((home / "jars").glob("spark-core_*.jar")) if _no_python(jar))
     return [str(path) for path in drop if path.is_file()]
+
+
+def _no_python(jar: Path) -> bool:
+    """Whether ``jar`` holds no Python module (unreadable: assume it may)."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            return not any(name.endswith((".py", ".pyc")) for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
 
 
 def prepared_event_log(event_log_dir: Path | None, app_name: str) -> Path | None:

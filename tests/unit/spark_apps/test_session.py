@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pyspark
@@ -14,6 +15,7 @@ import pytest
 from photon.settings import PhotonSettings, PipelineSettings, load_settings
 from spark_apps.session import (
     SPARK_PYTHON_LAUNCHER,
+    _no_python,
     redundant_spark_zips,
     session_conf,
     spark_python_env,
@@ -120,13 +122,30 @@ def test_pips_own_zips_are_redundant_a_spark_distributions_are_not(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("SPARK_HOME", raising=False)
-    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    home = Path(pyspark.__file__).parent
+    lib = home / "python" / "lib"
+    (core_jar,) = home.glob("jars/spark-core_*.jar")
     assert redundant_spark_zips() == [
         str(lib / "pyspark.zip"),
         str(lib / f"py4j-{importlib.metadata.version('py4j')}-src.zip"),
+        str(core_jar),  # pip's Spark core jar holds no Python module
     ]
     monkeypatch.setenv("SPARK_HOME", str(tmp_path))  # a distribution: its zips are its own
     assert redundant_spark_zips() == []
+
+
+def test_a_jar_is_redundant_only_when_it_holds_no_python_module(tmp_path: Path) -> None:
+    classes, packed, broken = tmp_path / "classes.jar", tmp_path / "packed.jar", tmp_path / "x.jar"
+    with zipfile.ZipFile(classes, "w") as jar:
+        jar.writestr("org/apache/spark/SparkContext.class", b"\xca\xfe")
+    with zipfile.ZipFile(packed, "w") as jar:
+        jar.writestr("org/apache/spark/SparkContext.class", b"\xca\xfe")
+        jar.writestr("pyspark/__init__.py", b"")
+    broken.write_bytes(b"not a zip")
+    assert _no_python(classes)
+    assert not _no_python(packed)  # a build that packs PySpark in its jar: it stays
+    assert not _no_python(broken)
+    assert not _no_python(tmp_path / "missing.jar")
 
 
 def test_spark_runs_python_through_the_launcher_on_a_local_master_only(
