@@ -26,13 +26,13 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
 import redis
 import structlog
 
 from photon import metrics
 from photon.events.ids import EventId
+from photon.join.cache_signs import CacheSigns
 
 log = structlog.get_logger(__name__)
 
@@ -44,16 +44,6 @@ _SENTINEL = "~intact"
 #: finds the token the reader last published knows no flush came since the reader's
 #: look (one it recreated has another token).
 _READER_SENTINEL = "~intact-reader"
-
-
-class CacheSigns(NamedTuple):
-    """What a look at Redis shows of lost keys: its run id (a restart changes it), its
-    evicted key count (``allkeys-lru``) and the reader's sentinel token (a flush drops
-    it). Two equal looks prove the cache lost nothing in between."""
-
-    run_id: str
-    evicted_keys: int
-    reader_token: str | None
 
 
 class CacheEventStore:

@@ -184,7 +184,7 @@ class Pacer:
         """The newest click time the joiner may read now; None: read as planned."""
         if not self.reader_behind():
             return None
-        from photon.join.progress import read_progress  # its Redis client: only when pacing
+        from photon.join.progress import read_progress  # only the joiner's source paces
 
         return read_progress(self.pacing.reader_state_dir) + self.pacing.lead_us
 

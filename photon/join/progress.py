@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from photon.events.records import QuarantineReason, QuarantineRecord
-from photon.join.cache import CacheSigns
+from photon.join.cache_signs import CacheSigns
 from photon.localfiles import write_whole
 from photon.logs.reader import HEAD_BYTES, head_of, is_log_name
 

@@ -43,6 +43,11 @@ def test_creating_the_log_source_does_not_load_pyarrow() -> None:
     ) == set()  # fmt: skip
 
 
+def test_the_joiners_log_source_paces_its_plan_without_redis_s_client() -> None:
+    # It reads the query reader's published progress (a file), never the cache.
+    assert _loaded_after("spark_apps.growing_log_source, photon.join.progress", "redis") == set()
+
+
 def test_every_name_the_registry_exports_is_there() -> None:
     import registry
 

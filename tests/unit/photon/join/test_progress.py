@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from photon.join.cache import CacheSigns
+from photon.join.cache_signs import CacheSigns
 from photon.join.progress import (
     NOTHING_READ,
     CacheIntact,
