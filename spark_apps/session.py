@@ -26,7 +26,7 @@ from spark_apps.growing_log_source import GrowingLogDataSource
 
 #: What Spark starts its Python processes with on a local master: this interpreter,
 #: without SPARK_HOME's zipped pyspark and py4j (Python compiles what it imports from a
-#: zip in every process again; docs/deploy.md, "Start-up").
+#: zip in every process again; docs/deploy.md, "Start-up"), nor Spark's core jar.
 SPARK_PYTHON_LAUNCHER = Path(__file__).with_name("spark_python")
 #: The Spark setting that names the streaming checkpoint writer.
 CHECKPOINT_FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
@@ -92,9 +92,10 @@ def spark_python_env(*, local_master: bool, submitted: bool = False) -> dict[str
     workers (``PYSPARK_PYTHON``) and, under spark-submit (``submitted``), the driver.
 
     On this host — a local master's workers, a submitted job's driver — they go through
-    the launcher that leaves SPARK_HOME's zipped pyspark and py4j out when this
-    interpreter has the same installed (each process would compile what it imports from
-    the zip again). A cluster's executors start the interpreter itself.
+    the launcher that leaves out what :func:`redundant_spark_zips` names when this
+    interpreter has the same installed: SPARK_HOME's zipped pyspark and py4j (each
+    process would compile what it imports from them again) and Spark's core jar. A
+    cluster's executors start the interpreter itself.
     """
     launcher = os.access(SPARK_PYTHON_LAUNCHER, os.X_OK)  # an install that has it
     drop = redundant_spark_zips() if launcher and (local_master or submitted) else []

@@ -2,7 +2,7 @@
 
 Apart from :mod:`photon.join.cache` so that what only compares looks (the query
 reader's progress, read by the joiner's log source as it paces its plan) does
-not import Redis's client: ~0.2 CPU-s in each such process (docs/join.md,
+not import Redis's client: a third of a second in each such process (docs/join.md,
 "Pacing the joiner to its query reader").
 """
 
