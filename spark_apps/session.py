@@ -4,6 +4,7 @@ the settings put it (loopback natively), a bounded share of a standalone cluster
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import ipaddress
 import os
@@ -146,8 +147,10 @@ def redundant_spark_zips() -> list[str]:
     return [str(path) for path in drop if path.is_file()]
 
 
+@functools.cache
 def _no_python(jar: Path) -> bool:
-    """Whether ``jar`` holds no Python module (unreadable: assume it may)."""
+    """Whether ``jar`` holds no Python module (unreadable: assume it may). Read once a
+    process: the driver asks on each session's start and each job's environment."""
     try:
         with zipfile.ZipFile(jar) as archive:
             return not any(name.endswith((".py", ".pyc")) for name in archive.namelist())
