@@ -32,10 +32,12 @@ test: system-deps $(STAMP)          ## the whole suite: lint, unit, integration,
 	# downloads): a cold build would otherwise add minutes after the rest. Its stack's
 	# twenty containers want the whole machine: its tests run alone, after the rest, told
 	# (COMPOSE_IMAGES_BUILT) when that build succeeded: they need not check it again.
+	# A worker that crashes (the suite's watchdog ends a hung test's worker: tests/watchdog.py)
+	# fails its test and ends the run: xdist would hand that test to a new worker again.
 	@mkdir -p .artifacts; \
 	$(BIN)/photon compose build > .artifacts/compose-build.log 2>&1 & build=$$!; \
 	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --max-worker-restart=0 -m "not compose" || { kill $$build 2>/dev/null; wait $$build; exit 1; }; \
 	if wait $$build; then images=yes; else images=; tail -25 .artifacts/compose-build.log; \
 	  echo "photon compose build failed: the compose tests build again"; fi; \
 	COMPOSE_IMAGES_BUILT=$$images $(BIN)/python -m pytest -m compose

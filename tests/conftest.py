@@ -26,12 +26,14 @@ from photon.settings import PORT_SLICE_ENV_VAR, PhotonSettings, load_settings
 from photon.tooling.runs import environment
 from photon.tooling.stack.manager import LocalStack
 from photon.tooling.stack.ports import free_ports
+from tests.watchdog import EXIT_LIMIT_S, GRACE_S, Watchdog, limit_of
 
 KINDS = ("unit", "integration", "e2e")
 REPO = Path(__file__).resolve().parent.parent
 
 
 _AIRFLOW_HOME = pytest.StashKey[Path]()
+_WATCHDOG = pytest.StashKey[Watchdog]()
 
 # Property tests assert behaviour, not speed: Hypothesis' 200 ms deadline failed an
 # example whose first call loaded pandas on a loaded two-core machine (2 s).
@@ -44,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     Set before anything imports Airflow (it reads its configuration at import).
     """
+    # The real stderr, before pytest captures it: where a watchdog's report must go.
+    config.stash[_WATCHDOG] = Watchdog(os.fdopen(os.dup(2), "w", encoding="utf-8"))
     home = Path(tempfile.mkdtemp(prefix="photon-airflow-"))
     (home / "plugins").mkdir()
     config.stash[_AIRFLOW_HOME] = home
@@ -75,6 +79,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # logger: its stream, pytest's capture, is closed by then ("--- Logging error ---"
     # in the suite's output, once a connection).
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # A thread or server left running would keep the worker, and so the run, from ending.
+    watchdog = config.stash.get(_WATCHDOG, None)
+    if watchdog is not None:
+        watchdog.arm("the worker's exit", EXIT_LIMIT_S)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Every test bounded by a thread as well as by its own timeout (tests/watchdog.py)."""
+    watchdog = item.config.stash.get(_WATCHDOG, None)
+    if watchdog is not None:
+        watchdog.arm(item.nodeid, limit_of(item) + GRACE_S)
+    try:
+        yield
+    finally:
+        if watchdog is not None:
+            watchdog.disarm()
 
 
 #: `make test` runs the suite in three pytest-xdist workers on two cores (``-n 3``: each
