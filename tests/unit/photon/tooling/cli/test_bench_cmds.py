@@ -77,8 +77,22 @@ def test_the_scaling_table_gives_each_median_with_the_rounds_values(
     assert share.split("│")[-2].strip() == "False"  # 0.88 < 0.9
 
 
-@pytest.mark.parametrize("rounds", ["0", "13"])
+@pytest.mark.parametrize("rounds", ["0", "17"])
 def test_the_rounds_are_checked_before_anything_runs(rounds: str) -> None:
     result = runner.invoke(app, ["bench", "pipeline", "--scaling-only", "--scaling-rounds", rounds])
     assert result.exit_code == 2
     assert "scaling-rounds" in result.output
+
+
+def test_without_the_option_the_scaling_phase_runs_the_benchs_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+
+    def run_scaling(workdir: Path, queries: int, step: object, rounds: int) -> dict[str, Any]:
+        asked.append(rounds)
+        raise SystemExit(0)  # what runs after is the table, tested above
+
+    monkeypatch.setattr(pipeline, "run_scaling", run_scaling)
+    runner.invoke(app, ["bench", "pipeline", "--scaling-only"])
+    assert asked == [pipeline.SCALING_ROUNDS] == [8]
