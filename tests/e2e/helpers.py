@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -29,6 +31,40 @@ def photon(env: dict[str, str], *args: str, timeout: float = 400) -> str:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
+
+
+def stop(process: subprocess.Popen[Any], grace_s: float = 60.0) -> None:
+    """SIGTERM (a `photon` command then stops the apps it started), SIGKILL ``grace_s``
+    later; never an unbounded wait, whatever holds the process's pipes."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+@contextlib.contextmanager
+def running(
+    argv: list[str], grace_s: float = 60.0, **popen: Any
+) -> Iterator[subprocess.Popen[Any]]:
+    """A process for the block, stopped by :func:`stop` as the block ends, however it ends.
+
+    ``with subprocess.Popen(...)`` waits for the process without a bound as its block
+    ends: a test stopped by its timeout in that block waited there for good on a
+    command that did not end (and kept the worker, and the suite, waiting with it).
+    """
+    process = subprocess.Popen(argv, **popen)
+    try:
+        yield process
+    finally:
+        stop(process, grace_s)
 
 
 def dc_app(run: subprocess.Popen[str], dc: str) -> psutil.Process | None:

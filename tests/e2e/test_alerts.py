@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
 import time
 import urllib.parse
@@ -34,7 +33,7 @@ import yaml
 from photon.tooling.stack.monitoring import RULES_FILE
 from photon.tooling.stack.ports import free_ports
 from tests.conftest import stack_env
-from tests.e2e.helpers import PHOTON
+from tests.e2e.helpers import PHOTON, running
 from tests.e2e.test_photon_command import run
 
 pytestmark = pytest.mark.e2e
@@ -72,27 +71,17 @@ def _task_workers(app: subprocess.Popen[str]) -> list[psutil.Process]:
 
 @contextlib.contextmanager
 def _running(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    with running(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
         start_new_session=True,
-    )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    child.resume()  # a stopped process takes no SIGTERM
-        proc.send_signal(signal.SIGTERM)
+    ) as proc:  # fmt: skip
         try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+            yield proc
+        finally:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for child in psutil.Process(proc.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        child.resume()  # a stopped process takes no SIGTERM
 
 
 #: The lag rule's threshold and hold here, and the shipped ones they stand in for.

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from tests.conftest import stack_env
+from tests.e2e.helpers import running
 
 pytestmark = pytest.mark.e2e
 
@@ -29,22 +30,14 @@ def _environment(env: dict[str, str]) -> dict[str, str]:
 def run(
     env: dict[str, str], *args: str, check: bool = True, timeout_s: float = 400
 ) -> subprocess.CompletedProcess[str]:
-    """Runs `photon ARGS`; past `timeout_s` it is sent SIGTERM first, so a command
-    that started apps (chaos, run) stops them rather than leaving them to init."""
-    with subprocess.Popen(
+    """Runs `photon ARGS`; past `timeout_s`, or stopped meanwhile (the test's own timeout),
+    it is sent SIGTERM first, so a command that started apps (chaos, run) stops them
+    rather than leaving them to init (:func:`tests.e2e.helpers.running`)."""
+    with running(
         [PHOTON, *args], env=_environment(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     ) as process:  # fmt: skip
-        try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.communicate()
-            raise
+        stdout, stderr = process.communicate(timeout=timeout_s)
     result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
@@ -88,9 +81,8 @@ def _chaos_stopped_by_sigterm_stops_its_apps(env: dict[str, str], tmp_path: Path
         PHOTON, "chaos", "--queries", "8000", "--rate", "400", "--outage-s", "4",
         "--restart-after-s", "2", "--report-dir", str(tmp_path / "chaos"),
     ]  # fmt: skip
-    with subprocess.Popen(
-        argv, env=_environment(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    ) as chaos:
+    with running(argv, env=_environment(env), stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL) as chaos:  # fmt: skip
         apps: list[psutil.Process] = []
         jvms: list[psutil.Process] = []
         deadline = time.monotonic() + 120
@@ -144,7 +136,8 @@ def test_demo_runs_the_main_job_and_cleans_up(tmp_path: Path) -> None:
     """The README's `make demo`: the default demo (3,000 queries), on private ports."""
     # Wide enough that no table cell wraps (a joiner's row holds its cache hit ratio).
     env = stack_env(tmp_path) | {"COLUMNS": "200"}
-    result = run(env, "demo", timeout_s=900)
+    # Within the test's own timeout (900 s), with time to stop the demo's apps and stack.
+    result = run(env, "demo", timeout_s=720)
     for step in ("local stack up", "pipelines join them", "audit", "stack status", "stack down"):
         assert step in result.stdout
     assert "verdict: exactly once" in result.stdout
