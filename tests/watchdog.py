@@ -20,7 +20,6 @@ ours does); a stack it prints may be cut short if the worker dies meanwhile.
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import os
 import threading
@@ -28,6 +27,8 @@ from typing import IO
 
 import psutil
 import pytest
+
+from photon.tooling.stack.process import terminate_then_kill
 
 #: After a test's own timeout, how long the watchdog waits for pytest-timeout to fail it
 #: and for the test's fixtures to stop what it started.
@@ -54,14 +55,7 @@ def limit_of(item: pytest.Item) -> float:
 
 def stop_children(grace_s: float = 10.0) -> None:
     """Terminate every descendant of this process, then kill those still running."""
-    children = psutil.Process().children(recursive=True)
-    for child in children:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.terminate()
-    _, alive = psutil.wait_procs(children, timeout=grace_s)
-    for child in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
+    terminate_then_kill(psutil.Process().children(recursive=True), timeout_s=grace_s)
 
 
 class Watchdog:

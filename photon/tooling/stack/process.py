@@ -127,16 +127,20 @@ def stop_all(identities: Sequence[ProcessIdentity], *, timeout_s: float = 10.0) 
     """Stop our processes together (SIGTERM to all, one wait, then SIGKILL to the
     stragglers): each one's slow shutdown overlaps the others'. False for those gone."""
     found = [find(identity) for identity in identities]
-    running = [proc for proc in found if proc is not None]
-    for proc in running:
+    terminate_then_kill([proc for proc in found if proc is not None], timeout_s=timeout_s)
+    return [proc is not None for proc in found]
+
+
+def terminate_then_kill(processes: Sequence[psutil.Process], *, timeout_s: float) -> None:
+    """SIGTERM to all, one wait of ``timeout_s``, SIGKILL to the stragglers (and a wait)."""
+    for proc in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-    _, alive = psutil.wait_procs(running, timeout=timeout_s)
+    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
     for straggler in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             straggler.kill()
     psutil.wait_procs(alive, timeout=timeout_s)
-    return [proc is not None for proc in found]
 
 
 def kill(identity: ProcessIdentity) -> bool:
