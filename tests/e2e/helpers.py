@@ -39,15 +39,25 @@ def stop(process: subprocess.Popen[Any], grace_s: float = 60.0) -> None:
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=grace_s)
+            _drain_and_wait(process, grace_s)
         except subprocess.TimeoutExpired:
             process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=30)
+                _drain_and_wait(process, 30)
     for pipe in (process.stdin, process.stdout, process.stderr):
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
+
+
+def _drain_and_wait(process: subprocess.Popen[Any], timeout_s: float) -> None:
+    """Wait, reading its pipes meanwhile: a command stopping may write more than a pipe
+    holds, and would block on it."""
+    pipes = [p for p in (process.stdout, process.stderr) if p is not None and not p.closed]
+    if pipes:
+        with contextlib.suppress(ValueError, OSError):  # pipes a communicate() left unusable
+            process.communicate(timeout=timeout_s)
+    process.wait(timeout=timeout_s)
 
 
 @contextlib.contextmanager
