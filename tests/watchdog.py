@@ -11,8 +11,8 @@ after the test's own timeout (pytest-timeout, where it still holds, fails the te
 and lets its fixtures clean up). Firing, it prints every thread's stack to the worker's
 real stderr, stops every process the worker started (servers, Spark, subprocesses:
 their session is not the worker's, so a signal to its group would miss them), and exits
-the worker: pytest-xdist reports the test as crashed and starts another worker for the
-tests still to run.
+the worker: pytest-xdist reports the test as crashed, and `make test`, which allows no
+worker restart, ends the run there (a new worker would be handed the same test).
 
 How it fails: it cannot interrupt a thread holding the GIL in C code forever (none of
 ours does); a stack it prints may be cut short if the worker dies meanwhile.

@@ -67,8 +67,8 @@ def running(
     """A process for the block, stopped by :func:`stop` as the block ends, however it ends.
 
     ``with subprocess.Popen(...)`` waits for the process without a bound as its block
-    ends: a test stopped by its timeout in that block waited there for good on a
-    command that did not end (and kept the worker, and the suite, waiting with it).
+    ends: a test stopped by its timeout in that block would wait there for good on a
+    command that does not end (and keep the worker, and the suite, waiting with it).
     """
     process = subprocess.Popen(argv, **popen)
     try:
