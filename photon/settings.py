@@ -42,7 +42,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from photon.apps import QUERY_READER
+from photon.apps import JOINER, QUERY_READER
 from photon.errors import PhotonError
 
 ENV_PREFIX = "PHOTON_"
@@ -274,6 +274,11 @@ class PipelineSettings(_Section):
     spark_master: str = "local[*]"
     trigger_s: PositiveSeconds = 1.0
     max_bytes_per_batch: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
+    #: The joiner's batches take up to this many bytes of click logs (unset: twice
+    #: ``max_bytes_per_batch``). Its driver reads none of them (its tasks do, each
+    #: keeping its own group's lines), and a backlog cut in two batches leaves a tail
+    #: that both DCs race on (docs/join.md, "Pacing the joiner to its query reader").
+    joiner_max_bytes_per_batch: Annotated[int | None, Field(ge=1024, le=1 << 30)] = None
     max_files_per_batch: Annotated[int, Field(ge=1, le=10_000)] = 64
     max_retries_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 5_000
     #: When many of a batch's fresh queries are not cached yet (the query reader is
@@ -389,6 +394,14 @@ class PipelineSettings(_Section):
     #: every 64 MiB, a directory an application. Unset: <state_root>/spark-events.
     event_log: bool = True
     event_log_dir: NamedPath | None = None
+
+    def batch_bytes(self, app: str) -> int:
+        """The most bytes of logs one batch of ``app`` takes (``maxBytesPerTrigger``)."""
+        if app != JOINER:
+            return self.max_bytes_per_batch
+        if self.joiner_max_bytes_per_batch is not None:
+            return self.joiner_max_bytes_per_batch
+        return min(2 * self.max_bytes_per_batch, 1 << 30)
 
     @model_validator(mode="after")
     def _check_restart_backoff(self) -> Self:

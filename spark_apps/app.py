@@ -198,7 +198,11 @@ def _stream_thread(
         results[stream.app] = streaming.run(
             spark,
             streaming.StreamOptions.from_settings(
-                settings, stream.parts, stream.until_idle_s, stream.source_options
+                settings,
+                stream.parts,
+                stream.until_idle_s,
+                stream.source_options,
+                app_name=stream.app,
             ),
             stream.handle,
             stream.stop,

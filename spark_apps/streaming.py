@@ -73,13 +73,15 @@ class StreamOptions:
         app: AppParts,
         until_idle_s: float | None,
         source_options: Mapping[str, str] | None = None,
+        *,
+        app_name: str,
     ) -> StreamOptions:
         # Absolute: on a cluster, executors read the files from their worker's directory.
         return cls(
             directory=app.logs_dir.resolve(),
             checkpoint=app.checkpoint.resolve(),
             trigger_s=settings.pipeline.trigger_s,
-            max_bytes_per_batch=settings.pipeline.max_bytes_per_batch,
+            max_bytes_per_batch=settings.pipeline.batch_bytes(app_name),
             max_files_per_batch=settings.pipeline.max_files_per_batch,
             until_idle_s=until_idle_s,
             source_options=dict(source_options or {}),

@@ -373,6 +373,7 @@ def joiner_alone_env() -> dict[str, str]:
         "PHOTON_DCS": "a",
         # Many batches, not one, and the same batches and groups at every core count.
         "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": str(SCALING_BATCH_BYTES),
+        "PHOTON_PIPELINE__JOINER_MAX_BYTES_PER_BATCH": str(SCALING_BATCH_BYTES),
         "PHOTON_PIPELINE__JOIN_GROUPS": str(SCALING_GROUPS),
         # Batches back to back: at the default 1 s trigger a batch shorter than a second
         # waits for the next tick, and the span measured the trigger, not the join (the

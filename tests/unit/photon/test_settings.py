@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from photon.apps import JOINER, QUERY_READER
 from photon.settings import PipelineSettings, SettingsError, load_settings
 
 pytestmark = pytest.mark.unit
@@ -101,6 +102,8 @@ def test_a_config_file_is_a_layer_below_the_environment(
         ({"PHOTON_PIPELINE__DRIVER_HOST": "a b"}, "pipeline.driver_host"),
         ({"PHOTON_PIPELINE__CLUSTER_CORES_PER_APP": "0"}, "pipeline.cluster_cores_per_app"),
         ({"PHOTON_PIPELINE__JOIN_GROUPS": "-1"}, "pipeline.join_groups"),
+        ({"PHOTON_PIPELINE__JOINER_MAX_BYTES_PER_BATCH": "100"}, "joiner_max_bytes_per_batch"),
+        ({"PHOTON_PIPELINE__JOINER_MAX_BYTES_PER_BATCH": "2GiB"}, "joiner_max_bytes_per_batch"),
         ({"PHOTON_PIPELINE__JOIN_GROUPS": "5000"}, "pipeline.join_groups"),
         ({"PHOTON_PIPELINE__JOIN_ON_EXECUTORS": "perhaps"}, "pipeline.join_on_executors"),
         ({"PHOTON_PIPELINE__ARRIVAL_WINDOW_S": "-1"}, "pipeline.arrival_window_s"),
@@ -153,6 +156,15 @@ def test_unknown_dc_is_refused() -> None:
 )
 def test_every_master_spark_knows_is_taken_task_retries_included(master: str) -> None:
     assert PipelineSettings(spark_master=master).spark_master == master
+
+
+def test_the_joiners_batches_take_twice_the_readers_bytes_unless_set() -> None:
+    assert PipelineSettings().batch_bytes(QUERY_READER) == 16 << 20
+    assert PipelineSettings().batch_bytes(JOINER) == 32 << 20
+    assert PipelineSettings(max_bytes_per_batch=4096).batch_bytes(JOINER) == 8192
+    assert PipelineSettings(max_bytes_per_batch=1 << 30).batch_bytes(JOINER) == 1 << 30
+    alone = PipelineSettings(max_bytes_per_batch=4096, joiner_max_bytes_per_batch=2048)
+    assert (alone.batch_bytes(JOINER), alone.batch_bytes(QUERY_READER)) == (2048, 4096)
 
 
 def test_a_bad_value_is_blamed_on_the_layer_it_came_from(

@@ -126,3 +126,23 @@ def test_the_streams_run_with_pandas_hidden_from_pyarrow(
     assert hidden == [True]  # the reader's first batch converts its lines without it
     assert without_pandas._FINDER not in sys.meta_path
     assert session.stopped
+
+
+def test_each_stream_takes_its_own_apps_batch_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: StandInSession
+) -> None:
+    # The joiner's batches are twice the reader's by default (PipelineSettings.batch_bytes).
+    bounds: dict[str, int] = {}
+
+    def run(_spark: object, options: streaming.StreamOptions, *_: object,
+            query_name: str, **__: object) -> streaming.RunSummary:  # fmt: skip
+        bounds[query_name] = options.max_bytes_per_batch
+        return streaming.RunSummary(stopped_by="idle for 1.0 s")
+
+    monkeypatch.setattr(streaming, "run", run)
+    settings = NO_METRICS.model_copy(
+        update={"pipeline": PipelineSettings(metrics_base_port=0, max_bytes_per_batch=4096)}
+    )
+    streams = [stream(tmp_path, QUERY_READER), stream(tmp_path, JOINER)]
+    run_apps(settings, "photon-pipeline-a", streams)
+    assert bounds == {f"{QUERY_READER}-a": 4096, f"{JOINER}-a": 8192}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from photon.apps import JOINER
 from photon.settings import load_settings
 from photon.tooling.bench.pipeline import joiner_alone_env
 from photon.tooling.bench.scaling import (
@@ -124,7 +125,7 @@ def test_every_scaling_run_joins_the_same_batches_in_the_same_groups(
     for name, value in joiner_alone_env().items():
         monkeypatch.setenv(name, value)
     pipeline = load_settings().pipeline
-    assert pipeline.max_bytes_per_batch == SCALING_BATCH_BYTES == 2 << 20
+    assert pipeline.batch_bytes(JOINER) == SCALING_BATCH_BYTES == 2 << 20
     assert pipeline.join_groups == SCALING_GROUPS == 2
     assert load_settings().dcs == ["a"]
 
