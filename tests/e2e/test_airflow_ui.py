@@ -485,7 +485,9 @@ def test_on_call_walkthrough_a_dc_killed_clicks_lost_then_found_and_recovered_fr
         | FAST_RETRIES
         | {
             "PHOTON_PIPELINE__RESTART_BACKOFF_S": "3",
-            "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "8192",  # many batches: a run to kill into
+            # many batches: a run to kill into
+            "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "8192",
+            "PHOTON_PIPELINE__JOINER_MAX_BYTES_PER_BATCH": "8192",
         }
     )
     # An hour and a half back: within the latency bound once recovered (the clicks of

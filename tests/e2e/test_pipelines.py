@@ -63,6 +63,7 @@ def test_with_redis_killed_mid_run_the_join_goes_on_through_the_logs(
 ) -> None:
     env = env | {
         "PHOTON_PIPELINE__MAX_BYTES_PER_BATCH": "16384",
+        "PHOTON_PIPELINE__JOINER_MAX_BYTES_PER_BATCH": "16384",
         "PHOTON_DCS": "a",
         # A click may expire only once the query reader has read past it (docs/join.md):
         # the never-joinable ones go after 20 s, however far behind the reader runs.
