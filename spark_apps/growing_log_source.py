@@ -184,9 +184,13 @@ class GrowingLogStreamReader(DataSourceStreamReader):
         latest = self._planned(start, max_bytes, max_files, limit_us)
         if pacer is None or mark is None or limit_us is None:  # not paced, or not to wait
             return latest
-        if _same_position(latest, start) and pacer.moved(mark, pacer.pacing.wait_ms / 1000):
-            # Paced and nothing new: Spark would sleep to its next trigger. Within this
-            # one the reader committed: plan what it lets through (photon.join.pacing).
+        # Paced and nothing new (Spark would sleep to its next trigger), or the reader
+        # is in the last batch of its backlog (planned now, the batch would leave a
+        # tail): within this trigger the reader committed, so plan what it lets
+        # through (photon.join.pacing).
+        if (_same_position(latest, start) or pacer.reader_finishing()) and pacer.moved(
+            mark, pacer.pacing.wait_ms / 1000
+        ):
             latest = self._planned(start, max_bytes, max_files, pacer.limit_us())
         return latest
 

@@ -38,7 +38,9 @@ A paced source with nothing new to read may wait up to ``wait_ms`` for the reade
 to commit its next batch (:meth:`Pacer.moved`), within the trigger it would
 otherwise sleep through: the joiner's next batch then starts when the reader
 commits, not at the next trigger after it (up to a trigger interval later, on the
-path of a backlog's first output).
+path of a backlog's first output). So does one whose reader is running the last
+batch of its backlog (:meth:`Pacer.reader_finishing`): planned after that commit,
+its batch takes the backlog's clicks whole, where planned before it left a tail.
 
 How it fails: never raises for the reader's state being written, wiped or
 missing (each reads as "no pacing" or as the reader's last known state), nor
@@ -54,7 +56,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from photon.logs.offset_log import committed_offsets, unread_bytes
+from photon.logs.offset_log import committed_offsets, planned_offsets, unread_bytes
 
 #: A reader whose checkpoint has not changed for this long (it planned and committed
 #: nothing) is taken for stopped or hung: it paces nothing.
@@ -187,6 +189,17 @@ class Pacer:
         from photon.join.progress import read_progress  # only the joiner's source paces
 
         return read_progress(self.pacing.reader_state_dir) + self.pacing.lead_us
+
+    def reader_finishing(self) -> bool:
+        """Whether the reader's batch in flight (planned, not yet committed) is the last
+        of its backlog: once it commits, nothing is paced. A plan paced to the progress
+        it publishes just before that commit lets through the clicks of its queries
+        but leaves those a little newer (``lead_us`` and more after the newest query)
+        to a tail batch of their own, which both DCs then race on."""
+        planned = planned_offsets(self.pacing.reader_state_dir / "checkpoint")
+        return bool(planned) and (
+            unread_bytes(self.pacing.queries_dir, planned) <= self.pacing.behind_bytes
+        )
 
     def reader_mark(self) -> tuple[int, int]:
         """What changes when the reader has moved on: its checkpoint's committed

@@ -8,7 +8,8 @@ offsets. Photon's streams have one source, the growing-log source
 The apps read a batch's range from it; the chaos tooling, the backlog gauges
 and a joiner pacing itself to its query reader (:mod:`photon.join.pacing`) read
 how far an app has committed (:func:`committed_offsets`) and what it has left
-(:func:`unread_bytes`). Before a query starts, :func:`remove_unfinished_writes`
+(:func:`unread_bytes`), and how far it has planned (:func:`planned_offsets`).
+Before a query starts, :func:`remove_unfinished_writes`
 clears what a process killed mid-write left in its checkpoint's logs.
 
 How it fails: :func:`logged_offsets` raises ``OSError`` for an entry that is
@@ -55,6 +56,21 @@ def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict
     for batch in done:
         if batch in unsettled:
             continue
+        try:
+            return logged_offsets(checkpoint, batch)
+        except (OSError, ValueError):
+            continue  # being written or wiped: the batch before
+    return {}
+
+
+def planned_offsets(checkpoint: Path) -> dict[str, int]:
+    """The end offsets of the newest batch Spark planned (logged before it runs it,
+    committed or not); empty before the first."""
+    offsets = checkpoint / "offsets"
+    planned = sorted(
+        (int(p.name) for p in offsets.glob("[0-9]*") if p.name.isdigit()), reverse=True
+    ) if offsets.is_dir() else []  # fmt: skip
+    for batch in planned:
         try:
             return logged_offsets(checkpoint, batch)
         except (OSError, ValueError):

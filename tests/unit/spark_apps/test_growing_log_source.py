@@ -449,6 +449,49 @@ def test_a_paced_source_waits_no_longer_than_its_bound_nor_when_it_has_lines(
     assert time.monotonic() - began < 0.2  # a line to read: no wait
 
 
+def test_a_paced_source_waits_for_the_last_batch_of_its_readers_backlog(
+    tmp_path: Path,
+) -> None:
+    """Lines to read, but the reader's batch in flight is the last of its backlog: the
+    source waits for its commit and plans every click, not a batch cut at the progress
+    the reader published just before (which would leave the rest to a tail batch)."""
+    source, state, lines = paced_clicks(tmp_path, [0, 20], progress_s=0, wait_ms=5_000)
+    checkpoint = state / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"files": {"10.1.0.1.000000.log": 9500}}')
+
+    def commits() -> None:
+        (checkpoint / "commits").mkdir()
+        (checkpoint / "commits" / "0").write_text("v1\n{}")
+
+    committer = threading.Timer(0.3, commits)
+    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
+    began = time.monotonic()
+    committer.start()
+    try:
+        latest = source.latestOffset(start, ReadAllAvailable())
+    finally:
+        committer.join()
+    assert latest["files"] == {"10.2.0.1.000000.log": len(b"".join(lines))}
+    assert 0.3 <= time.monotonic() - began < 2.0
+
+
+def test_a_paced_source_whose_reader_does_not_commit_plans_the_paced_batch(
+    tmp_path: Path,
+) -> None:
+    source, state, lines = paced_clicks(tmp_path, [0, 20], progress_s=0, wait_ms=200)
+    (state / "checkpoint" / "offsets").mkdir(parents=True)
+    (state / "checkpoint" / "offsets" / "0").write_text(
+        'v1\n{}\n{"files": {"10.1.0.1.000000.log": 9500}}'
+    )
+    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
+    began = time.monotonic()
+    assert source.latestOffset(start, ReadAllAvailable())["files"] == {
+        "10.2.0.1.000000.log": len(lines[0])
+    }
+    assert 0.2 <= time.monotonic() - began < 1.5
+
+
 def test_a_source_not_told_to_wait_plans_at_once(tmp_path: Path) -> None:
     source, _, _ = paced_clicks(tmp_path, [0, 20], progress_s=-10)
     start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}

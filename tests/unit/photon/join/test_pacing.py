@@ -229,6 +229,24 @@ def test_the_readers_mark_moves_when_it_commits_a_batch(tmp_path: Path) -> None:
     assert pacer.moved(committed, timeout_s=0.0)
 
 
+def test_a_reader_is_finishing_while_it_runs_the_last_batch_of_its_backlog(
+    tmp_path: Path,
+) -> None:
+    state, queries = reader_dirs(tmp_path)
+    (queries / "q.000000.log").write_bytes(b"x" * 1_000)
+    pacer = Pacer(pacing_of(state, queries))
+    assert not pacer.reader_finishing()  # nothing planned yet
+    commit(state, 0, {"q.000000.log": 500})
+    assert not pacer.reader_finishing()  # committed, 500 bytes behind: not its last
+    offsets = state / "checkpoint" / "offsets"
+    (offsets / "1").write_text('v1\n{}\n{"files": {"q.000000.log": 800}}')
+    assert not pacer.reader_finishing()  # in flight, but 200 left after it
+    (offsets / "2").write_text("v1\n{}\n{half writ")  # being written: the one before
+    assert not pacer.reader_finishing()
+    (offsets / "2").write_text('v1\n{}\n{"files": {"q.000000.log": 950}}')
+    assert pacer.reader_finishing() and pacer.limit_us() is not None  # still paced
+
+
 def test_a_paced_source_waits_within_its_trigger_and_never_long() -> None:
     assert pacing_module.paced_wait_ms(1.0) == 800
     assert pacing_module.paced_wait_ms(0.05) == 40
