@@ -50,6 +50,7 @@ source reports the loss).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -201,19 +202,22 @@ class Pacer:
             unread_bytes(self.pacing.queries_dir, planned) <= self.pacing.behind_bytes
         )
 
-    def reader_mark(self) -> tuple[int, int]:
-        """What changes when the reader has moved on: its checkpoint's committed
-        batches (the folder's stat; cheap enough to look at every few milliseconds).
-        Not its progress, which it publishes before it commits: a plan made between
-        the two is still paced to the batch before, and lets a part of the clicks
-        through where the commit lets through all that the batch's queries allow."""
+    def reader_mark(self) -> int:
+        """What changes when the reader has moved on: its newest committed batch (-1:
+        none), a listing of its checkpoint's ``commits`` folder (cheap enough to look
+        at every few milliseconds). Not the folder's own time, which changes as Spark
+        writes the commit's temporary file, before the rename that commits it: a plan
+        then still found the reader behind. Nor its progress, which it publishes
+        before it commits: a plan made between the two is still paced to the batch
+        before, and lets a part of the clicks through where the commit lets through
+        all that the batch's queries allow."""
         try:
-            stat = (self.pacing.reader_state_dir / "checkpoint" / "commits").stat()
+            names = os.listdir(self.pacing.reader_state_dir / "checkpoint" / "commits")
         except OSError:
-            return (-1, -1)
-        return (stat.st_mtime_ns, stat.st_ino)
+            return -1
+        return max((int(name) for name in names if name.isdigit()), default=-1)
 
-    def moved(self, since: tuple[int, int], timeout_s: float, poll_s: float = 0.02) -> bool:
+    def moved(self, since: int, timeout_s: float, poll_s: float = 0.02) -> bool:
         """Wait up to ``timeout_s`` for the reader to move on from ``since`` (a
         :meth:`reader_mark`); whether it did."""
         deadline = time.monotonic() + timeout_s

@@ -222,6 +222,11 @@ def test_the_readers_mark_moves_when_it_commits_a_batch(tmp_path: Path) -> None:
     assert not pacer.moved(before, timeout_s=0.05)
     (state / "progress.json").write_text(json.dumps({"progress_us": T0}))
     assert pacer.reader_mark() == before  # published, not committed: paced as before
+    commits = state / "checkpoint" / "commits"
+    commits.mkdir(parents=True)
+    (commits / ".0.5f1c.tmp").write_text("v1\n{}")  # Spark's write, before its rename
+    (commits / "..0.5f1c.tmp.crc").write_bytes(b"crc")
+    assert not pacer.moved(before, timeout_s=0.05)  # the reader still reads as behind
     commit(state, 0, {"q.000000.log": 10})
     assert pacer.moved(before, timeout_s=0.0)
     committed = pacer.reader_mark()
