@@ -50,7 +50,6 @@ source reports the loss).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -212,7 +211,9 @@ class Pacer:
         before, and lets a part of the clicks through where the commit lets through
         all that the batch's queries allow."""
         try:
-            names = os.listdir(self.pacing.reader_state_dir / "checkpoint" / "commits")
+            names = [
+                p.name for p in (self.pacing.reader_state_dir / "checkpoint" / "commits").iterdir()
+            ]
         except OSError:
             return -1
         return max((int(name) for name in names if name.isdigit()), default=-1)
