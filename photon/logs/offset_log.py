@@ -49,28 +49,26 @@ def logged_position(checkpoint: Path, batch_id: int) -> tuple[dict[str, int], di
 def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict[str, int]:
     """The end offsets of the newest committed batch (empty before the first) that is not
     ``unsettled``: a joiner's batch that Spark committed while its groups still ran."""
-    commits = checkpoint / "commits"
-    done = sorted(
-        (int(p.name) for p in commits.glob("[0-9]*") if p.name.isdigit()), reverse=True
-    ) if commits.is_dir() else []  # fmt: skip
-    for batch in done:
-        if batch in unsettled:
-            continue
-        try:
-            return logged_offsets(checkpoint, batch)
-        except (OSError, ValueError):
-            continue  # being written or wiped: the batch before
-    return {}
+    done = [b for b in _logged_batches(checkpoint / "commits") if b not in unsettled]
+    return _newest_readable(checkpoint, done)
 
 
 def planned_offsets(checkpoint: Path) -> dict[str, int]:
     """The end offsets of the newest batch Spark planned (logged before it runs it,
     committed or not); empty before the first."""
-    offsets = checkpoint / "offsets"
-    planned = sorted(
-        (int(p.name) for p in offsets.glob("[0-9]*") if p.name.isdigit()), reverse=True
-    ) if offsets.is_dir() else []  # fmt: skip
-    for batch in planned:
+    return _newest_readable(checkpoint, _logged_batches(checkpoint / "offsets"))
+
+
+def _logged_batches(log: Path) -> list[int]:
+    """The batches an offset or commit log names, newest first."""
+    if not log.is_dir():
+        return []
+    return sorted((int(p.name) for p in log.glob("[0-9]*") if p.name.isdigit()), reverse=True)
+
+
+def _newest_readable(checkpoint: Path, batches: list[int]) -> dict[str, int]:
+    """The logged end offsets of the first of ``batches`` whose entry reads whole."""
+    for batch in batches:
         try:
             return logged_offsets(checkpoint, batch)
         except (OSError, ValueError):

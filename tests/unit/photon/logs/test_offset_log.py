@@ -4,7 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from photon.logs.offset_log import remove_unfinished_writes, unread_bytes
+from photon.logs.offset_log import (
+    committed_offsets,
+    planned_offsets,
+    remove_unfinished_writes,
+    unread_bytes,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -41,3 +46,20 @@ def test_unfinished_writes_are_removed_from_the_offset_and_commit_logs_only(
     )
     assert remove_unfinished_writes(tmp_path) == []
     assert remove_unfinished_writes(tmp_path / "never-started") == []
+
+
+def test_the_newest_planned_and_committed_batches_that_read_whole(tmp_path: Path) -> None:
+    offsets, commits = tmp_path / "offsets", tmp_path / "commits"
+    assert planned_offsets(tmp_path) == committed_offsets(tmp_path) == {}
+    offsets.mkdir()
+    commits.mkdir()
+    for batch, offset in ((0, 10), (1, 20)):
+        (offsets / str(batch)).write_text(f'v1\n{{}}\n{{"files": {{"q.log": {offset}}}}}')
+    (offsets / "2").write_text("v1\n{}\n{half")  # being written
+    (offsets / ".3.5f1c.tmp").write_text("v1")
+    (commits / "0").write_text("v1\n{}")
+    assert planned_offsets(tmp_path) == {"q.log": 20}
+    assert committed_offsets(tmp_path) == {"q.log": 10}
+    (commits / "1").write_text("v1\n{}")
+    assert committed_offsets(tmp_path) == {"q.log": 20}
+    assert committed_offsets(tmp_path, unsettled={1}) == {"q.log": 10}
