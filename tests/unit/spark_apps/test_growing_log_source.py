@@ -6,6 +6,7 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -413,6 +414,22 @@ def reader_commits(state: Path, progress_us: int) -> None:
     (checkpoint / "commits" / "0").write_text("v1\n{}")
 
 
+def planned_as_the_reader_commits(
+    source: GrowingLogStreamReader, commit: Callable[[], None]
+) -> tuple[dict[str, Any], float]:
+    """The source's plan from the click file's start, the reader committing (``commit``)
+    0.3 s into it; and how long the plan took."""
+    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
+    committer = threading.Timer(0.3, commit)
+    began = time.monotonic()
+    committer.start()
+    try:
+        latest = source.latestOffset(start, ReadAllAvailable())
+    finally:
+        committer.join()
+    return latest, time.monotonic() - began
+
+
 def test_a_paced_source_with_nothing_to_read_waits_for_the_reader_to_move_on(
     tmp_path: Path,
 ) -> None:
@@ -420,15 +437,7 @@ def test_a_paced_source_with_nothing_to_read_waits_for_the_reader_to_move_on(
     ``wait_ms``) for the reader to commit a batch, and plans what that lets through at
     once. Its progress alone (published before the commit) does not end the wait."""
     source, state, lines = paced_clicks(tmp_path, [0, 20], progress_s=-10, wait_ms=5_000)
-    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
-    publisher = threading.Timer(0.3, reader_commits, (state, T0_US))
-    began = time.monotonic()
-    publisher.start()
-    try:
-        latest = source.latestOffset(start, ReadAllAvailable())
-    finally:
-        publisher.join()
-    waited = time.monotonic() - began
+    latest, waited = planned_as_the_reader_commits(source, lambda: reader_commits(state, T0_US))
     assert latest["files"] == {"10.2.0.1.000000.log": len(lines[0])}
     assert 0.3 <= waited < 2.0
 
@@ -464,16 +473,9 @@ def test_a_paced_source_waits_for_the_last_batch_of_its_readers_backlog(
         (checkpoint / "commits").mkdir()
         (checkpoint / "commits" / "0").write_text("v1\n{}")
 
-    committer = threading.Timer(0.3, commits)
-    start: dict[str, Any] = {"files": {"10.2.0.1.000000.log": 0}, "heads": {}}
-    began = time.monotonic()
-    committer.start()
-    try:
-        latest = source.latestOffset(start, ReadAllAvailable())
-    finally:
-        committer.join()
+    latest, waited = planned_as_the_reader_commits(source, commits)
     assert latest["files"] == {"10.2.0.1.000000.log": len(b"".join(lines))}
-    assert 0.3 <= time.monotonic() - began < 2.0
+    assert 0.3 <= waited < 2.0
 
 
 def test_a_paced_source_whose_reader_does_not_commit_plans_the_paced_batch(
