@@ -56,7 +56,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from photon.logs.offset_log import committed_offsets, planned_offsets, unread_bytes
+from photon.logs.offset_log import (
+    committed_offsets,
+    logged_batches,
+    planned_offsets,
+    unread_bytes,
+)
 
 #: A reader whose checkpoint has not changed for this long (it planned and committed
 #: nothing) is taken for stopped or hung: it paces nothing.
@@ -210,13 +215,8 @@ class Pacer:
         before it commits: a plan made between the two is still paced to the batch
         before, and lets a part of the clicks through where the commit lets through
         all that the batch's queries allow."""
-        try:
-            names = [
-                p.name for p in (self.pacing.reader_state_dir / "checkpoint" / "commits").iterdir()
-            ]
-        except OSError:
-            return -1
-        return max((int(name) for name in names if name.isdigit()), default=-1)
+        committed = logged_batches(self.pacing.reader_state_dir / "checkpoint" / "commits")
+        return committed[0] if committed else -1
 
     def moved(self, since: int, timeout_s: float, poll_s: float = 0.02) -> bool:
         """Wait up to ``timeout_s`` for the reader to move on from ``since`` (a

@@ -49,18 +49,19 @@ def logged_position(checkpoint: Path, batch_id: int) -> tuple[dict[str, int], di
 def committed_offsets(checkpoint: Path, unsettled: Collection[int] = ()) -> dict[str, int]:
     """The end offsets of the newest committed batch (empty before the first) that is not
     ``unsettled``: a joiner's batch that Spark committed while its groups still ran."""
-    done = [b for b in _logged_batches(checkpoint / "commits") if b not in unsettled]
+    done = [b for b in logged_batches(checkpoint / "commits") if b not in unsettled]
     return _newest_readable(checkpoint, done)
 
 
 def planned_offsets(checkpoint: Path) -> dict[str, int]:
     """The end offsets of the newest batch Spark planned (logged before it runs it,
     committed or not); empty before the first."""
-    return _newest_readable(checkpoint, _logged_batches(checkpoint / "offsets"))
+    return _newest_readable(checkpoint, logged_batches(checkpoint / "offsets"))
 
 
-def _logged_batches(log: Path) -> list[int]:
-    """The batches an offset or commit log names, newest first."""
+def logged_batches(log: Path) -> list[int]:
+    """The batches an offset or commit log (``<checkpoint>/offsets``, ``/commits``) names,
+    newest first: the entries Spark finished writing (a temporary file is not one)."""
     if not log.is_dir():
         return []
     return sorted((int(p.name) for p in log.glob("[0-9]*") if p.name.isdigit()), reverse=True)

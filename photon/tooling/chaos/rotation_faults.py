@@ -41,7 +41,7 @@ from photon.events.records import Stream
 from photon.faults import CRASH_EXIT_CODE
 from photon.join.retry import RETRY_STORE, open_streaming_batches
 from photon.join.runtime import current_attempt
-from photon.logs.offset_log import logged_position
+from photon.logs.offset_log import logged_batches, logged_position
 from photon.logs.reader import RECOVERY_LOG_PREFIX, GrowingLogReader, unrotated
 from photon.settings import PhotonSettings
 from photon.tooling.chaos.metered_stream import MeteredStream
@@ -191,10 +191,10 @@ def _crashed_batch(state_dir: Path) -> int | None:
 
 def _uncommitted_batch(checkpoint: Path) -> int | None:
     """The batch Spark logged offsets for and has not committed (the crashed one)."""
-    logged = [int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*") if p.name.isdigit()]
+    logged = logged_batches(checkpoint / "offsets")
     if not logged:
         return None
-    batch = max(logged)
+    batch = logged[0]
     return None if (checkpoint / "commits" / str(batch)).exists() else batch
 
 
