@@ -43,7 +43,12 @@ from pathlib import Path
 
 #: What a kind of worker imports besides its worker module; the key is the worker
 #: module Spark passes (``pyspark.worker`` for tasks, when it passes none).
-PRELOADS: dict[str, tuple[str, ...]] = {"pyspark.worker": ("spark_apps.join_tasks",)}
+#: A task's first Parquet read of a log-file map run (``pq.read_table``) imports
+#: ``pyarrow.dataset`` and with it ``pyarrow.compute``: ~0.2 CPU-s a worker, in its first
+#: batch, where the daemon pays it once an app.
+PRELOADS: dict[str, tuple[str, ...]] = {
+    "pyspark.worker": ("spark_apps.join_tasks", "pyarrow.dataset"),
+}
 
 #: Set before anything is imported: no library may start a thread in the daemon.
 SINGLE_THREADED_ENV = {

@@ -15,15 +15,17 @@ from spark_apps import preloading_daemon
 
 pytestmark = pytest.mark.unit
 
+PRELOADED = ["spark_apps.join_tasks", "pyarrow.dataset"]  # for a task worker
+
 
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["d", "pyspark.worker"], ["pyspark.worker", "spark_apps.join_tasks"]),
-        (["d"], ["pyspark.worker", "spark_apps.join_tasks"]),  # Spark passed no module
+        (["d", "pyspark.worker"], ["pyspark.worker", *PRELOADED]),
+        (["d"], ["pyspark.worker", *PRELOADED]),  # Spark passed no module
         (["d", "pyspark.sql.worker.analyze_udtf"], ["pyspark.sql.worker.analyze_udtf"]),
         # Not PySpark's: PySpark's daemon would not import it either, nor will this one.
-        (["d", "somebody.worker"], ["pyspark.worker", "spark_apps.join_tasks"]),
+        (["d", "somebody.worker"], ["pyspark.worker", *PRELOADED]),
     ],
 )  # fmt: skip
 def test_each_kind_of_worker_gets_its_module_and_what_it_unpickles(
