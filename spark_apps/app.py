@@ -34,7 +34,7 @@ from photon.logs.offset_log import committed_offsets
 from photon.settings import PhotonSettings
 from spark_apps import streaming
 from spark_apps.contracts import RESTARTS_ENV, write_summary
-from spark_apps.session import photon_session
+from spark_apps.session import dc_session
 from spark_apps.without_pandas import pandas_hidden
 from spark_apps.worker_heap import freeze_once
 
@@ -105,12 +105,7 @@ def run_apps(
         serve_metrics(settings, stream.parts.dc, stream.app)
         log.info("app.start", app=stream.app, dc=stream.parts.dc, attempt=stream.parts.attempt,
                  logs=str(stream.parts.logs_dir))  # fmt: skip
-    spark = photon_session(
-        session_name,
-        settings.pipeline,
-        ui_port=settings.spark_ui_port(streams[0].parts.dc),
-        event_log_dir=settings.spark_event_log_dir,
-    )
+    spark = dc_session(session_name, settings, streams[0].parts.dc)
     results: dict[str, streaming.RunSummary] = {}
     errors: list[BaseException] = []
     try:

@@ -7,7 +7,10 @@ checked, duplicates dropped within a watermark
 (``dropDuplicatesWithinWatermark``), and an inner join of clicks to queries
 on ``query_id`` within an event-time range, both sides watermarked. It runs
 once over what the logs hold (``Trigger.AvailableNow``) and writes parquet
-under ``<out>/dc=<dc>/``. Event times are the ids' timestamps.
+under ``<out>/dc=<dc>/``. Event times are the ids' timestamps. Its session is
+Photon's apps' own (:func:`spark_apps.session.dc_session`), Spark's UI and
+event log included, as the settings put them for the DC: the two systems pay
+for the same operators' tools (docs/join.md, "Against Spark's own join").
 
 It is not Photon and is not meant to be: it has no registry, so two DCs
 running it each write every click they join (duplicates across DCs); a click
@@ -32,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from spark_apps.cli import ConfigOption, DcOption, MasterOption, settings_for
-from spark_apps.session import photon_session
+from spark_apps.session import dc_session
 
 #: A canonical event id: ``<ip>:<pid>:<timestamp µs>`` (photon.events.ids).
 _ID_PATTERN = r"^[0-9.]+:[0-9]+:[0-9]{1,19}$"
@@ -88,7 +91,8 @@ def main(
     """Join the DC's clicks to its queries with Spark's own stream-stream join, once."""
     settings = settings_for(dc, config, master, "warning")
     started = time.monotonic()
-    spark = photon_session("spark-native-join", settings.pipeline)  # Photon's apps' own
+    # A name a DC: one event log directory each, as Photon's apps have.
+    spark = dc_session(f"spark-native-join-{dc}", settings, dc)
     try:
         joined = native_join(spark, logs_root / dc, watermark_s)
         query = (

@@ -20,7 +20,7 @@ import pyspark.traceback_utils
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from photon.settings import PipelineSettings
+from photon.settings import PhotonSettings, PipelineSettings
 from spark_apps import preloading_daemon
 from spark_apps.class_archive import with_class_archive
 from spark_apps.growing_log_source import GrowingLogDataSource
@@ -305,6 +305,17 @@ def photon_session(
     skip_static_data_source_search(spark)
     spark.dataSource.register(GrowingLogDataSource)
     return spark
+
+
+def dc_session(session_name: str, settings: PhotonSettings, dc: str) -> SparkSession:
+    """The session of a DC's long-running app: the settings' Spark UI port for the DC and
+    event log (Photon's apps and the peer ``photon bench compare`` measures)."""
+    return photon_session(
+        session_name,
+        settings.pipeline,
+        ui_port=settings.spark_ui_port(dc),
+        event_log_dir=settings.spark_event_log_dir,
+    )
 
 
 def submitted_session(

@@ -9,7 +9,8 @@ on the running stack:
 * **spark_native**: per DC, ``spark_apps.native_join`` (the two DCs' apps at
   once, as Photon's run): file source, ``dropDuplicatesWithinWatermark``,
   a watermarked inner join; parquet on local disk (no object store: the
-  cheaper write is the peer's).
+  cheaper write is the peer's). Its session is Photon's apps' own, Spark's UI
+  and event log included (the event log under its workdir).
 
 For each: ``seconds`` from launching the apps to the last joined output
 (Photon: the joiner's log line of the batch that wrote the last joined object,
@@ -42,6 +43,7 @@ the tail of its log; a bad argument raises ``ValueError``.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -135,6 +137,8 @@ def _photon(workdir: Path, cfg: GenConfig) -> SystemFigures:
 def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
     logs, out = workdir / "native" / "logs", workdir / "native" / "out"
     manifest = write(simulate(cfg), logs)
+    # Its event logs under its own workdir, as Photon's phase keeps its state in its own.
+    env = os.environ | {"PHOTON_PIPELINE__STATE_ROOT": str(workdir / "native" / "state")}
     started = time.time()
     children = []
     for dc in cfg.dcs:
@@ -143,7 +147,8 @@ def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
             argv = [sys.executable, "-m", NATIVE_JOIN_MODULE, "--dc", dc,
                     "--logs-root", str(logs), "--out", str(out),
                     "--watermark-s", str(NATIVE_WATERMARK_S)]  # fmt: skip
-            children.append((log_path, subprocess.Popen(argv, stdout=log_file, stderr=log_file)))
+            child = subprocess.Popen(argv, stdout=log_file, stderr=log_file, env=env)
+            children.append((log_path, child))
     for log_path, child in children:
         if child.wait(timeout=3600) != 0:
             tail = last_lines(log_path, 30)

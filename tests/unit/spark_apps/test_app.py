@@ -37,7 +37,7 @@ class StandInSession:
 @pytest.fixture
 def session(monkeypatch: pytest.MonkeyPatch) -> StandInSession:
     spark = StandInSession()
-    monkeypatch.setattr(app_module, "photon_session", lambda *_, **__: spark)
+    monkeypatch.setattr(app_module, "dc_session", lambda *_, **__: spark)
     return spark
 
 
