@@ -75,7 +75,7 @@ def test_the_peer_app_runs_photons_session_with_its_ui_and_an_event_log_a_dc(
     cfg = GenConfig(seed=6, dcs=["a", "b"], start_us=time.time_ns() // 1000 - 3_600_000_000,
                     queries=500, query_rate=100.0, outage_duration_s=0.0)  # fmt: skip
     manifest = write(simulate(cfg), tmp_path / "logs")
-    (ui_base,) = free_ports(2, consecutive=True)[:1]
+    ui_base = free_ports(2, consecutive=True)[0]  # DC a's, and DC b's the next
     env = os.environ | {
         "PHOTON_PIPELINE__STATE_ROOT": str(tmp_path / "state"),
         "PHOTON_PIPELINE__SPARK_UI_BASE_PORT": str(ui_base),
