@@ -62,6 +62,7 @@ from photon.settings import load_settings
 from photon.tooling.bench.pipeline import run_phase
 from photon.tooling.gen.model import GenConfig, Manifest
 from photon.tooling.gen.simulator import load_manifest, simulate, write
+from photon.tooling.runs import namespace
 from spark_apps.contracts import NATIVE_JOIN_MODULE
 
 StepCallback = Callable[[str], None]
@@ -137,8 +138,8 @@ def _photon(workdir: Path, cfg: GenConfig) -> SystemFigures:
 def _native(workdir: Path, cfg: GenConfig) -> tuple[SystemFigures, Manifest]:
     logs, out = workdir / "native" / "logs", workdir / "native" / "out"
     manifest = write(simulate(cfg), logs)
-    # Its event logs under its own workdir, as Photon's phase keeps its state in its own.
-    env = os.environ | {"PHOTON_PIPELINE__STATE_ROOT": str(workdir / "native" / "state")}
+    # Its logs and state (the event logs) under its own workdir, as Photon's phase has.
+    env = os.environ | namespace("bench-native", workdir / "native")
     started = time.time()
     children = []
     for dc in cfg.dcs:
