@@ -72,7 +72,7 @@ $(STAMP): pyproject.toml constraints.txt locks/dev.txt
 	$(BIN)/python -m compileall -q photon spark_apps registry dags plugins
 	touch $(STAMP)
 
-$(ARCHIVE): $(STAMP)
+$(ARCHIVE): $(STAMP) spark_apps/class_archive.py
 	# Spark drivers start in half the time with it; without one they start as before.
 	$(BIN)/python -m spark_apps.class_archive || echo "no class archive: Spark drivers load their classes themselves"
 	touch $(ARCHIVE)

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from photon.settings import PhotonSettings, PipelineSettings
 from spark_apps import preloading_daemon
-from spark_apps.class_archive import with_class_archive
+from spark_apps.class_archive import class_archive_conf
 from spark_apps.growing_log_source import GrowingLogDataSource
 
 #: What Spark starts its Python processes with on a local master: this interpreter,
@@ -83,9 +83,10 @@ def session_conf(
     return conf
 
 
-def driver_java_options(pipeline: PipelineSettings) -> str:
-    """The settings' driver JVM options, with the class archive when there is one."""
-    return with_class_archive(pipeline.driver_java_options, pipeline.class_archive)
+def driver_launch_conf(pipeline: PipelineSettings) -> dict[str, str]:
+    """The settings' driver JVM options, with the class archive (and the class path it
+    was made for) when there is one."""
+    return class_archive_conf(pipeline.driver_java_options, pipeline.class_archive)
 
 
 def spark_python_env(*, local_master: bool, submitted: bool = False) -> dict[str, str]:
@@ -281,23 +282,26 @@ def photon_session(
     ask_numpy_converters_only_about_numpy()
     find_call_sites_from_frames()
     builder = SparkSession.builder.appName(app_name).master(pipeline.spark_master)
-    conf = session_conf(
-        pipeline,
-        pipeline.spark_master,
-        ui_port=ui_port,
-        event_log_dir=prepared_event_log(event_log_dir, app_name),
-    ) | {
-        "spark.sql.streaming.stopTimeout": "30s",
-        # Spark's default writes each batch's offset and commit files through Hadoop's
-        # FileContext, which without Hadoop's native library runs `readlink` and `chmod`
-        # as child processes of the driver's JVM: ~0.06 s a batch, serial, that no
-        # executor takes over (docs/join.md, "Between two batches").
-        CHECKPOINT_FILE_MANAGER_CONF: CHECKPOINT_FILE_MANAGER,
-        "spark.python.worker.reuse": "true",
-        # Its workers forked with their modules already imported (its docstring).
-        "spark.python.daemon.module": preloading_daemon.MODULE,
-        "spark.driver.extraJavaOptions": driver_java_options(pipeline),
-    }
+    conf = (
+        session_conf(
+            pipeline,
+            pipeline.spark_master,
+            ui_port=ui_port,
+            event_log_dir=prepared_event_log(event_log_dir, app_name),
+        )
+        | {
+            "spark.sql.streaming.stopTimeout": "30s",
+            # Spark's default writes each batch's offset and commit files through Hadoop's
+            # FileContext, which without Hadoop's native library runs `readlink` and `chmod`
+            # as child processes of the driver's JVM: ~0.06 s a batch, serial, that no
+            # executor takes over (docs/join.md, "Between two batches").
+            CHECKPOINT_FILE_MANAGER_CONF: CHECKPOINT_FILE_MANAGER,
+            "spark.python.worker.reuse": "true",
+            # Its workers forked with their modules already imported (its docstring).
+            "spark.python.daemon.module": preloading_daemon.MODULE,
+        }
+        | driver_launch_conf(pipeline)
+    )
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -341,7 +345,7 @@ def submitted_session(
     # Run directly (no spark-submit), this builder starts the driver JVM: its options count.
     conf = session_conf(
         pipeline, master, ui_port=ui_port, event_log_dir=prepared_event_log(event_log_dir, app_name)
-    ) | {"spark.driver.extraJavaOptions": driver_java_options(pipeline)}
+    ) | driver_launch_conf(pipeline)
     for key, value in conf.items():
         if not submitted.contains(key):
             builder = builder.config(key, value)

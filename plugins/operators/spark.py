@@ -43,7 +43,7 @@ class PhotonSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Context) -> None:
         from plugins.hooks.settings import as_env, task_settings
-        from spark_apps.session import driver_java_options, spark_python_env
+        from spark_apps.session import driver_launch_conf, spark_python_env
 
         spec = find_spec(f"spark_apps.{self.job}")
         if spec is None or spec.origin is None:
@@ -64,7 +64,7 @@ class PhotonSparkSubmitOperator(SparkSubmitOperator):
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         }
         self.conf = {
-            "spark.driver.extraJavaOptions": driver_java_options(settings.pipeline),
+            **driver_launch_conf(settings.pipeline),
             **(self.conf or {}),
             "spark.ui.enabled": "false",
         }
