@@ -343,6 +343,10 @@ class PipelineSettings(_Section):
     #: while the first batch waits for its query reader (docs/join.md, "Workers
     #: warmed before the first batch").
     warm_up_workers: bool = True
+    #: On a local master, Spark's Python processes (the log source's, the task workers'
+    #: daemon) are forked by the app's fork server, their modules imported once
+    #: (docs/deploy.md, "Start-up"); off: each a new interpreter.
+    fork_server: bool = True
     #: How long such a task waits for its plan before it frees its core and the driver
     #: runs its group in a job of its own.
     plan_wait_s: Annotated[float, Field(gt=0, le=600)] = 5.0

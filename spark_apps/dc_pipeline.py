@@ -31,6 +31,7 @@ from spark_apps.cli import (
 )
 from spark_apps.joiner import joiner_stream
 from spark_apps.query_reader import query_reader_stream
+from spark_apps.session import start_fork_server
 
 #: The Spark application's name prefix (``photon-pipeline-<dc>``).
 APP_NAME = "pipeline"
@@ -45,6 +46,7 @@ def main(
 ) -> None:
     """Read the DC's queries and join its clicks, in one Spark application."""
     settings = settings_for(dc, config, master, log_level)
+    start_fork_server(settings.pipeline)  # while this process is one thread
     reader_app = build_query_reader(settings, dc)
     try:
         joiner_app = build_joiner(settings, dc)

@@ -33,6 +33,7 @@ from spark_apps.join_tasks import (
     spark_group_runner,
     warm_up_workers,
 )
+from spark_apps.session import start_fork_server
 from spark_apps.streaming import committed_batch_lines
 
 
@@ -115,6 +116,7 @@ def main(
 ) -> None:
     """Join the DC's clicks to their queries, at most once across all DCs."""
     settings = settings_for(dc, config, master, log_level)
+    start_fork_server(settings.pipeline)  # while this process is one thread
     app = build_joiner(settings, dc)
     try:
         run_app(settings, joiner_stream(settings, app, until_idle))

@@ -41,6 +41,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spark_apps import SINGLE_THREADED_ENV
+
 #: What a kind of worker imports besides its worker module; the key is the worker
 #: module Spark passes (``pyspark.worker`` for tasks, when it passes none).
 #: A task's first Parquet read of a log-file map run (``pq.read_table``) imports
@@ -50,11 +52,6 @@ PRELOADS: dict[str, tuple[str, ...]] = {
     "pyspark.worker": ("spark_apps.join_tasks", "pyarrow.dataset"),
 }
 
-#: Set before anything is imported: no library may start a thread in the daemon.
-SINGLE_THREADED_ENV = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "JE_ARROW_MALLOC_CONF": "background_thread:false",
-}
 
 #: This module, as ``spark.python.daemon.module`` names it.
 MODULE = "spark_apps.preloading_daemon"

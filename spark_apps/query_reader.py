@@ -21,6 +21,7 @@ from spark_apps.cli import (
     UntilIdleOption,
     settings_for,
 )
+from spark_apps.session import start_fork_server
 
 
 def query_reader_stream(app: QueryReaderApp, until_idle_s: float | None) -> AppStream:
@@ -47,6 +48,7 @@ def main(
 ) -> None:
     """Read the DC's queries into the cache and the log-file map."""
     settings = settings_for(dc, config, master, log_level)
+    start_fork_server(settings.pipeline)  # while this process is one thread
     app = build_query_reader(settings, dc)
     try:
         run_app(settings, query_reader_stream(app, until_idle))

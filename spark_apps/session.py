@@ -21,7 +21,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from photon.settings import PhotonSettings, PipelineSettings
-from spark_apps import preloading_daemon
+from spark_apps import fork_server, preloading_daemon
 from spark_apps.class_archive import class_archive_conf
 from spark_apps.growing_log_source import GrowingLogDataSource
 
@@ -125,6 +125,15 @@ def use_project_interpreter(pipeline: PipelineSettings | None = None) -> None:
     if pipeline is not None and ipaddress.ip_address(pipeline.driver_bind_address).is_loopback:
         # Spark's UI binds SPARK_LOCAL_IP, else every address: natively it stays on loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", pipeline.driver_bind_address)
+
+
+def start_fork_server(pipeline: PipelineSettings) -> fork_server.ForkServer | None:
+    """Start the app's fork server (spark_apps/fork_server.py) when the settings want it
+    and Spark's Python processes start through the launcher on this host; None if not."""
+    use_project_interpreter(pipeline)
+    if not pipeline.fork_server or os.environ.get("PYSPARK_PYTHON") != str(SPARK_PYTHON_LAUNCHER):
+        return None
+    return fork_server.start()
 
 
 def redundant_spark_zips() -> list[str]:

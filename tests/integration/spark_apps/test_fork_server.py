@@ -1,0 +1,213 @@
+"""The apps' fork server (spark_apps/fork_server.py) with real processes: PySpark's daemon
+started through the launcher as Spark starts it, and a Spark app whose Python processes
+the server forks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spark_apps.fork_server import MODULE, SOCKET_ENV
+from spark_apps.session import SPARK_PYTHON_LAUNCHER
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    directory = tmp_path / "fork"
+    directory.mkdir(mode=0o700)
+    socket_path = directory / "s"
+    process = subprocess.Popen([sys.executable, "-m", MODULE, str(socket_path)],
+                               stdin=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not socket_path.exists():
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, "the server did not start serving"
+        time.sleep(0.05)
+    yield process, socket_path
+    if process.stdin is not None:
+        process.stdin.close()
+    process.wait(timeout=30)
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(child) for child in (task / "children").read_text().split())
+    return found
+
+
+#: How PySpark's daemon exits, on SIGTERM and when its stdin ends alike (its ``finally``).
+DAEMON_EXIT_CODE = 1
+
+
+def _pyspark_daemon(socket_path: Path | None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """PySpark's daemon as Spark starts it: through the launcher, its stdin and stdout
+    Spark's pipes. It writes its port to stdout and ends when stdin does."""
+    env = dict(os.environ, SPARK_PYTHON_INTERPRETER=sys.executable)
+    env.pop(SOCKET_ENV, None)
+    if socket_path is not None:
+        env[SOCKET_ENV] = str(socket_path)
+    return subprocess.Popen(
+        [str(SPARK_PYTHON_LAUNCHER), "-m", "pyspark.daemon"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, env=env, cwd=cwd,
+    )  # fmt: skip
+
+
+def _port(daemon: subprocess.Popen[bytes]) -> int:
+    assert daemon.stdout is not None
+    (port,) = struct.unpack("!i", daemon.stdout.read(4))
+    return int(port)
+
+
+def _gone(pid: int, within_s: float = 30) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_process_spark_starts_is_forked_by_the_server_with_spark_s_streams(
+    server: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    process, socket_path = server
+    daemon = _pyspark_daemon(socket_path)
+    assert _port(daemon) > 0  # written to Spark's pipe, by the forked child
+    (child,) = _children(process.pid)
+    assert child != daemon.pid
+    assert daemon.stdin is not None
+    daemon.stdin.close()  # Spark closes it: the daemon ends, and its stand-in as it did
+    assert daemon.wait(timeout=30) == DAEMON_EXIT_CODE
+    assert _gone(child)
+
+
+def _wait_until_it_handles_sigterm(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(
+            next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16
+        )
+        if caught & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the daemon never handled SIGTERM")
+
+
+def test_a_signal_to_the_stand_in_reaches_the_child_and_its_exit_is_the_stand_ins(
+    server: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    process, socket_path = server
+    daemon = _pyspark_daemon(socket_path)
+    _port(daemon)
+    (child,) = _children(process.pid)
+    _wait_until_it_handles_sigterm(child)  # the daemon writes its port before it does
+    daemon.send_signal(signal.SIGTERM)  # how Spark stops its daemon
+    assert daemon.wait(timeout=30) == DAEMON_EXIT_CODE  # not -SIGTERM: the daemon's own exit
+    assert _gone(child)
+
+
+def test_a_killed_stand_in_has_its_child_killed_by_the_server(
+    server: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    process, socket_path = server
+    daemon = _pyspark_daemon(socket_path)
+    _port(daemon)
+    (child,) = _children(process.pid)
+    daemon.kill()
+    daemon.wait(timeout=30)
+    assert _gone(child)
+    assert process.poll() is None  # and serves on
+    again = _pyspark_daemon(socket_path)
+    assert _port(again) > 0 and len(_children(process.pid)) == 1
+    again.kill()
+    again.wait(timeout=30)
+
+
+@pytest.mark.parametrize("how", ["no server", "another working directory"])
+def test_without_the_server_the_launcher_runs_the_interpreter_itself(
+    server: tuple[subprocess.Popen[bytes], Path], tmp_path: Path, how: str
+) -> None:
+    process, socket_path = server
+    if how == "no server":
+        daemon = _pyspark_daemon(tmp_path / "absent")
+    else:
+        daemon = _pyspark_daemon(socket_path, cwd=tmp_path)
+    assert _port(daemon) > 0
+    assert not _children(process.pid)
+    # the launcher became the daemon
+    assert b"pyspark.daemon" in Path(f"/proc/{daemon.pid}/cmdline").read_bytes()
+    assert daemon.stdin is not None
+    daemon.stdin.close()
+    assert daemon.wait(timeout=30) == DAEMON_EXIT_CODE
+
+
+#: A Photon app's session with its fork server: a task's daemon, and the log source's
+#: processes for a stream's batch, are the server's children.
+DRIVER = """
+import os, sys, time
+from pathlib import Path
+from photon.settings import PipelineSettings
+from spark_apps.session import photon_session, start_fork_server
+
+pipeline = PipelineSettings(spark_master="local[1]")
+if sys.argv[3] == "threaded":  # a driver that runs a thread already
+    import threading
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+server = start_fork_server(pipeline)
+assert server is not None
+print("forked from the driver", server.forked)
+spark = photon_session("photon-test-fork-server", pipeline)
+
+def daemon_parent(_rows):
+    with open(f"/proc/{os.getppid()}/stat") as stat:
+        yield int(stat.read().rsplit(")", 1)[1].split()[1])
+
+print("task daemon's parent is the server",
+      spark.sparkContext.parallelize([0], 1).mapPartitions(daemon_parent).collect()
+      == [server.pid])
+logs = Path(sys.argv[1])
+(logs / "a.log").write_bytes(b"one\\ntwo\\nthree\\n")
+rows = []
+query = (spark.readStream.format("photon_growing_log").option("path", str(logs)).load()
+         .writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
+         .option("checkpointLocation", sys.argv[2]).start())
+deadline = time.monotonic() + 120
+while len(rows) < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)
+print("lines", sorted(bytes(r.raw) for r in rows))
+query.stop()
+spark.stop()
+"""
+
+
+@pytest.mark.parametrize("driver", ["one thread", "threaded"])
+def test_a_photon_apps_spark_python_processes_are_forked_by_its_server(
+    tmp_path: Path, driver: str
+) -> None:
+    """Forked from the driver while it is one thread; a new interpreter otherwise."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(logs), str(tmp_path / "checkpoint"), driver],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"forked from the driver {driver == 'one thread'}" in result.stdout, result.stdout
+    assert "task daemon's parent is the server True" in result.stdout, result.stdout
+    assert "lines [b'one', b'three', b'two']" in result.stdout, result.stdout
+    assert "refused" not in result.stderr, result.stderr[-3000:]
