@@ -35,13 +35,18 @@ def run_interpreter(args: list[str]) -> None:
     os.execv(interpreter, [interpreter, *args])  # noqa: S606
 
 
+def encode_request(argv: list[str], env: dict[str, str], cwd: str) -> bytes:
+    """The request: its body's length (4 bytes, big-endian), then the body, JSON."""
+    body = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
+    return struct.pack("!I", len(body)) + body
+
+
 def ask(path: str, args: list[str]) -> tuple[socket.socket, int] | None:
     """The connection and the child's pid; None when the server refused."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(path)
     cwd = os.getcwd()  # noqa: PTH109 (the standard library's least: no pathlib)
-    body = json.dumps({"argv": args, "env": dict(os.environ), "cwd": cwd}).encode()
-    message = struct.pack("!I", len(body)) + body
+    message = encode_request(args, dict(os.environ), cwd)
     sent = socket.send_fds(conn, [message], [0, 1, 2])
     if sent < len(message):
         conn.sendall(message[sent:])

@@ -78,8 +78,6 @@ SERVED: dict[str, tuple[str, ...]] = {
 #: What Spark's processes unpickle: the log source, by its module.
 EXTRA_PRELOADS = ("spark_apps.growing_log_source",)
 
-#: Above every file descriptor a process here has open.
-MAX_FD = 1 << 20
 #: How long the server waits for a connected client's request.
 REQUEST_TIMEOUT_S = 5.0
 #: A request's largest size (its environment, mostly).
@@ -100,12 +98,8 @@ class Request:
         return self.argv[1] if len(self.argv) >= 2 and self.argv[0] == "-m" else None
 
 
-def encode_request(request: Request) -> bytes:
-    body = json.dumps({"argv": request.argv, "env": request.env, "cwd": request.cwd}).encode()
-    return _HEADER.pack(len(body)) + body
-
-
 def decode_request(data: bytes) -> Request:
+    """A request's body, as ``spark_apps/fork_client.py`` encodes it (after its length)."""
     raw = json.loads(data)
     argv, env, cwd = raw["argv"], raw["env"], raw["cwd"]
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
@@ -189,9 +183,9 @@ def _become(request: Request, fds: Sequence[int]) -> NoReturn:
             os.dup2(fd, target)
         # Nothing else of the server's (or its driver's: a lock, a log): a new interpreter
         # that Spark started would have only the three.
-        os.closerange(3, MAX_FD)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python starts
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -419,7 +413,7 @@ def start() -> ForkServer:
             code = 1
             try:
                 os.dup2(read_end, 3)  # and nothing else of the driver's but its streams
-                os.closerange(4, MAX_FD)
+                os.closerange(4, os.sysconf("SC_OPEN_MAX"))
                 code = serve(socket_path, 3)
             except BaseException:
                 traceback.print_exc()

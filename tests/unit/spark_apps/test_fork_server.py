@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spark_apps import preloading_daemon
-from spark_apps.fork_server import (
-    SERVED,
-    Request,
-    decode_request,
-    encode_request,
-    preloads,
-    refusal,
-)
+from spark_apps.fork_client import encode_request
+from spark_apps.fork_server import SERVED, Request, decode_request, preloads, refusal
 
 pytestmark = pytest.mark.unit
 
@@ -23,9 +17,9 @@ def _request(*argv: str, env: dict[str, str] | None = None, cwd: str = "/work") 
     return Request(list(argv), dict(ENV if env is None else env), cwd)
 
 
-def test_a_request_reads_back_as_sent() -> None:
+def test_a_request_the_client_sends_reads_back_on_the_server() -> None:
     sent = _request("-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source")
-    encoded = encode_request(sent)
+    encoded = encode_request(sent.argv, sent.env, sent.cwd)
     assert int.from_bytes(encoded[:4], "big") == len(encoded) - 4
     assert decode_request(encoded[4:]) == sent
     assert sent.module == "pyspark.daemon"
