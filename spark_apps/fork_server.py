@@ -23,8 +23,10 @@ cannot reach the server (not started yet, gone) or is refused (a module not
 served, a working directory or ``PYTHONPATH`` other than the server's) runs the
 interpreter itself, as without the server. The server serves only while it is
 one thread (a fork copies only the forking thread) and its parent lives: when
-its standard input ends (the driver exited) it stops, and children already
-forked run on, their clients still holding their streams. A client that is
+the pipe its driver holds ends (the driver exited) it stops, and children
+already forked run on, their clients still holding their streams. Each child
+is named as Spark started it (``setproctitle``: ``ps`` shows ``python -m
+pyspark.daemon …``, not the driver it was forked from). A client that is
 killed (SIGKILL: nothing to forward) has its child killed by the server, which
 sees the client's connection close. The socket lives in a directory only its
 user can enter, and the server serves only its own user (``SO_PEERCRED``).
@@ -40,6 +42,7 @@ import io
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -53,6 +56,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+
+import setproctitle
 
 from spark_apps import SINGLE_THREADED_ENV, preloading_daemon
 from spark_apps.without_pandas import pandas_hidden
@@ -184,6 +189,8 @@ def _become(request: Request, fds: Sequence[int]) -> NoReturn:
         # Nothing else of the server's (or its driver's: a lock, a log): a new interpreter
         # that Spark started would have only the three.
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        # Named in ps as Spark started it, not as the driver it was forked from.
+        setproctitle.setproctitle(shlex.join([sys.executable, *request.argv]))
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
@@ -242,6 +249,7 @@ def _peer_is_me(conn: socket.socket) -> bool:
 def serve(socket_path: Path, parent_end: int = 0) -> int:
     """Import :func:`preloads`, then serve on ``socket_path`` until ``parent_end`` (a
     pipe its parent holds the other end of) ends."""
+    setproctitle.setproctitle(shlex.join([sys.executable, "-m", MODULE, str(socket_path)]))
     os.environ.update(SINGLE_THREADED_ENV)
     # pyarrow.dataset imports pandas when it can: ~0.2 CPU-s for what no Spark process of
     # the apps uses (spark_apps/without_pandas.py). One that does imports it itself.

@@ -89,6 +89,8 @@ def test_a_process_spark_starts_is_forked_by_the_server_with_spark_s_streams(
     assert _port(daemon) > 0  # written to Spark's pipe, by the forked child
     (child,) = _children(process.pid)
     assert child != daemon.pid
+    # named as Spark started it, as operators and tools look for it
+    assert b" -m pyspark.daemon" in Path(f"/proc/{child}/cmdline").read_bytes()
     assert daemon.stdin is not None
     daemon.stdin.close()  # Spark closes it: the daemon ends, and its stand-in as it did
     assert daemon.wait(timeout=30) == DAEMON_EXIT_CODE
