@@ -97,6 +97,17 @@ def test_a_process_spark_starts_is_forked_by_the_server_with_spark_s_streams(
     assert _gone(child)
 
 
+def _forked_daemon(
+    server: tuple[subprocess.Popen[bytes], Path],
+) -> tuple[subprocess.Popen[bytes], int]:
+    """PySpark's daemon through the server, serving (its port read): its client, its pid."""
+    process, socket_path = server
+    daemon = _pyspark_daemon(socket_path)
+    _port(daemon)
+    (child,) = _children(process.pid)
+    return daemon, child
+
+
 def _wait_until_it_handles_sigterm(pid: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -113,10 +124,7 @@ def _wait_until_it_handles_sigterm(pid: int) -> None:
 def test_a_signal_to_the_stand_in_reaches_the_child_and_its_exit_is_the_stand_ins(
     server: tuple[subprocess.Popen[bytes], Path],
 ) -> None:
-    process, socket_path = server
-    daemon = _pyspark_daemon(socket_path)
-    _port(daemon)
-    (child,) = _children(process.pid)
+    daemon, child = _forked_daemon(server)
     _wait_until_it_handles_sigterm(child)  # the daemon writes its port before it does
     daemon.send_signal(signal.SIGTERM)  # how Spark stops its daemon
     assert daemon.wait(timeout=30) == DAEMON_EXIT_CODE  # not -SIGTERM: the daemon's own exit
@@ -127,9 +135,7 @@ def test_a_killed_stand_in_has_its_child_killed_by_the_server(
     server: tuple[subprocess.Popen[bytes], Path],
 ) -> None:
     process, socket_path = server
-    daemon = _pyspark_daemon(socket_path)
-    _port(daemon)
-    (child,) = _children(process.pid)
+    daemon, child = _forked_daemon(server)
     daemon.kill()
     daemon.wait(timeout=30)
     assert _gone(child)
