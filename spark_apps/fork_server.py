@@ -409,7 +409,8 @@ def start() -> ForkServer:
     Forked from this process while it is one thread (an app's driver, before its session
     and metrics start: ``spark_apps`` keeps numpy's and Arrow's threads from starting),
     the server has the driver's modules already and imports only what Spark's processes
-    add (~0.25 CPU-s here); otherwise a new interpreter imports them all (~1 CPU-s)."""
+    add (~0.45 CPU-s in a compare run here); otherwise a new interpreter imports them all
+    (~1 CPU-s)."""
     directory = Path(tempfile.mkdtemp(prefix="photon-fork-"))  # 0700: this user only
     socket_path = directory / "s"
     read_end, write_end = os.pipe()  # neither inherited by what this process runs
