@@ -23,14 +23,16 @@ import signal
 import socket
 import struct
 import sys
+from typing import NoReturn
 
+#: Where the app's fork server listens, as its driver tells ``spark_apps/spark_python``.
 SOCKET_ENV = "SPARK_PYTHON_FORK_SERVER"
 INTERPRETER_ENV = "SPARK_PYTHON_INTERPRETER"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
              signal.SIGUSR2)  # fmt: skip
 
 
-def run_interpreter(args: list[str]) -> None:
+def run_interpreter(args: list[str]) -> NoReturn:
     interpreter = os.environ.get(INTERPRETER_ENV) or sys.executable
     os.execv(interpreter, [interpreter, *args])  # noqa: S606
 
@@ -117,13 +119,12 @@ def main() -> None:
         run_interpreter(args)
     forwarder = Forwarder()
     try:
-        asked = ask(path, args)  # type: ignore[arg-type]
+        asked = ask(path, args)
     except (OSError, ValueError):
         asked = None
     if asked is None:
         forwarder.die_of_pending()
         run_interpreter(args)
-        return
     conn, pid = asked
     forwarder.to(pid)
     code = wait(conn, pid)

@@ -60,10 +60,9 @@ from typing import Any, NoReturn
 import setproctitle
 
 from spark_apps import SINGLE_THREADED_ENV, preloading_daemon
+from spark_apps.fork_client import SOCKET_ENV
 from spark_apps.without_pandas import pandas_hidden
 
-#: The variable that tells ``spark_apps/spark_python`` where the server listens.
-SOCKET_ENV = "SPARK_PYTHON_FORK_SERVER"
 MODULE = "spark_apps.fork_server"
 
 #: The modules Spark runs as ``python -m <module>`` on an app's host that the server

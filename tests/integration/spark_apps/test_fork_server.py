@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps.fork_server import MODULE, SOCKET_ENV
+from spark_apps.fork_client import SOCKET_ENV
+from spark_apps.fork_server import MODULE
 from spark_apps.session import SPARK_PYTHON_LAUNCHER
 
 pytestmark = pytest.mark.integration
