@@ -29,7 +29,8 @@ is named as Spark started it (``setproctitle``: ``ps`` shows ``python -m
 pyspark.daemon …``, not the driver it was forked from). A client that is
 killed (SIGKILL: nothing to forward) has its child killed by the server, which
 sees the client's connection close. The socket lives in a directory only its
-user can enter, and the server serves only its own user (``SO_PEERCRED``).
+user can enter, and the server serves only its own user (``SO_PEERCRED``);
+the server removes it as it stops (if empty), and so does its driver.
 """
 
 from __future__ import annotations
@@ -247,7 +248,8 @@ def _peer_is_me(conn: socket.socket) -> bool:
 
 def serve(socket_path: Path, parent_end: int = 0) -> int:
     """Import :func:`preloads`, then serve on ``socket_path`` until ``parent_end`` (a
-    pipe its parent holds the other end of) ends."""
+    pipe its parent holds the other end of) ends. The socket's directory is the
+    server's: removed as it stops, if nothing else is in it."""
     setproctitle.setproctitle(shlex.join([sys.executable, "-m", MODULE, str(socket_path)]))
     os.environ.update(SINGLE_THREADED_ENV)
     # pyarrow.dataset imports pandas when it can: ~0.2 CPU-s for what no Spark process of
@@ -336,6 +338,10 @@ def serve(socket_path: Path, parent_end: int = 0) -> int:
         listener.close()
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()
+        # The directory is the server's (start() made it for it): a driver that was
+        # SIGKILLed cannot remove it, and an empty one is all that is left of it here.
+        with contextlib.suppress(OSError):
+            socket_path.parent.rmdir()
 
 
 def _kill(pid: int) -> None:

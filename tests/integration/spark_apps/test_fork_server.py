@@ -220,3 +220,31 @@ def test_a_photon_apps_spark_python_processes_are_forked_by_its_server(
     assert "task daemon's parent is the server True" in result.stdout, result.stdout
     assert "lines [b'one', b'three', b'two']" in result.stdout, result.stdout
     assert "refused" not in result.stderr, result.stderr[-3000:]
+
+
+#: A driver that starts its server and waits to be killed.
+KILLED_DRIVER = """
+import time
+from spark_apps import fork_server
+server = fork_server.start()
+while not server.socket_path.exists():
+    time.sleep(0.05)
+print(server.pid, server.directory, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_driver_s_server_stops_and_removes_its_socket_s_directory() -> None:
+    """SIGKILL gives the driver no exit of its own to clean up at: the server does."""
+    driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    assert driver.stdout is not None
+    pid, directory = driver.stdout.readline().split()
+    assert Path(directory).is_dir()
+    driver.kill()
+    driver.wait(timeout=30)
+    assert _gone(int(pid))
+    deadline = time.monotonic() + 30
+    while Path(directory).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(directory).exists()
