@@ -222,15 +222,19 @@ def test_a_photon_apps_spark_python_processes_are_forked_by_its_server(
     assert "refused" not in result.stderr, result.stderr[-3000:]
 
 
-#: A driver that starts its server and waits to be killed.
+#: A driver that starts its server and, once it serves, waits to be killed (it exits
+#: with nothing printed if the server never serves: the test fails, it does not hang).
 KILLED_DRIVER = """
-import time
+import signal, sys, time
 from spark_apps import fork_server
 server = fork_server.start()
+deadline = time.monotonic() + 60
 while not server.socket_path.exists():
+    if time.monotonic() > deadline:
+        sys.exit("the server did not start serving")
     time.sleep(0.05)
 print(server.pid, server.directory, flush=True)
-time.sleep(600)
+signal.pause()
 """
 
 
