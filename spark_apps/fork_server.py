@@ -30,7 +30,11 @@ pyspark.daemon …``, not the driver it was forked from). A client that is
 killed (SIGKILL: nothing to forward) has its child killed by the server, which
 sees the client's connection close. The socket lives in a directory only its
 user can enter, and the server serves only its own user (``SO_PEERCRED``);
-the server removes it as it stops (if empty), and so does its driver.
+the server removes it as it stops, and so does its driver. Killed together
+(SIGKILL to their process group) neither can: the directory stays, with a lock
+file that the driver and the server hold (``flock``) while either lives, and the
+next :func:`start` removes every such directory whose lock no one holds
+(:func:`remove_stale_directories`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import fcntl
 import gc
 import io
 import json
@@ -47,6 +52,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -88,6 +94,16 @@ REQUEST_TIMEOUT_S = 5.0
 #: A request's largest size (its environment, mostly).
 MAX_REQUEST_BYTES = 1 << 20
 _HEADER = struct.Struct("!I")
+
+#: :func:`start` makes each server's socket directory in the temporary directory
+#: (``TMPDIR``), named with this prefix.
+DIRECTORY_PREFIX = "photon-fork-"
+#: In that directory, the file a driver and its server hold locked while either lives.
+LOCK_NAME = "lock"
+#: How old a directory with no lock file must be to be stale: :func:`start` makes the
+#: lock right after the directory (the grace covers the moment in between), and
+#: directories made before servers locked them have none.
+UNLOCKED_GRACE_S = 60.0
 
 
 @dataclass
@@ -336,8 +352,9 @@ def serve(socket_path: Path, parent_end: int = 0) -> int:
                 conns[conn.fileno()] = conn
     finally:
         listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            socket_path.unlink()
+        for name in (socket_path.name, LOCK_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                (socket_path.parent / name).unlink()
         # The directory is the server's (start() made it for it): a driver that was
         # SIGKILLed cannot remove it, and an empty one is all that is left of it here.
         with contextlib.suppress(OSError):
@@ -382,6 +399,7 @@ class ForkServer:
     parent_end: int
     directory: Path
     forked: bool
+    lock_fd: int = -1
 
     @property
     def socket_path(self) -> Path:
@@ -405,6 +423,72 @@ class ForkServer:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(self.pid, 0)
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.lock_fd)
+            self.lock_fd = -1
+
+
+def _locked_file(directory: Path) -> int:
+    """Make ``directory``'s lock file, locked by this process (its descriptor): made
+    under another name and locked before it is renamed, so no sweep finds it unlocked."""
+    making = directory / f"{LOCK_NAME}.new"
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        making.rename(directory / LOCK_NAME)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_stale(directory: Path, made_at: float) -> bool:
+    """Whether the socket directory's server and driver are both gone: its lock is free
+    (taking it here is only a test: the directory is removed next), or it has none and
+    is older than the grace and no server listens on its socket."""
+    try:
+        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if time.time() - made_at < UNLOCKED_GRACE_S:
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(directory / "s"))
+            except OSError:  # no socket (never bound), or no one listening on it
+                return True
+            return False  # a server from before the lock files: it serves
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_stale_directories(parent: Path | None = None) -> list[Path]:
+    """Remove the socket directories in ``parent`` (the temporary directory) that this
+    user's servers left when killed with their drivers; the removed ones.
+
+    Only directories named with :data:`DIRECTORY_PREFIX`, owned by this user and not
+    symbolic links are looked at; a live server's (its lock held) and a new one's
+    (no lock yet, within :data:`UNLOCKED_GRACE_S`) are left alone."""
+    removed: list[Path] = []
+    root = Path(tempfile.gettempdir()) if parent is None else parent
+    for directory in root.glob(f"{DIRECTORY_PREFIX}*"):
+        try:
+            status = os.lstat(directory)
+            if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
+                continue
+            if not _is_stale(directory, status.st_mtime):
+                continue
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        if not directory.exists():
+            removed.append(directory)
+    return removed
 
 
 def start() -> ForkServer:
@@ -415,9 +499,13 @@ def start() -> ForkServer:
     and metrics start: ``spark_apps`` keeps numpy's and Arrow's threads from starting),
     the server has the driver's modules already and imports only what Spark's processes
     add (~0.45 CPU-s in a compare run here); otherwise a new interpreter imports them all
-    (~1 CPU-s)."""
-    directory = Path(tempfile.mkdtemp(prefix="photon-fork-"))  # 0700: this user only
+    (~1 CPU-s). Before it, the directories of servers killed with their drivers go
+    (:func:`remove_stale_directories`)."""
+    with contextlib.suppress(OSError):  # a sweep that fails leaves them, nothing more
+        remove_stale_directories()
+    directory = Path(tempfile.mkdtemp(prefix=DIRECTORY_PREFIX))  # 0700: this user only
     socket_path = directory / "s"
+    lock_fd = _locked_file(directory)  # held here and by the server (same lock)
     read_end, write_end = os.pipe()  # neither inherited by what this process runs
     if preloading_daemon.threads() == 1:
         for stream in (sys.stdout, sys.stderr):
@@ -426,8 +514,12 @@ def start() -> ForkServer:
         if pid == 0:  # the server: never returns into the driver's code
             code = 1
             try:
-                os.dup2(read_end, 3)  # and nothing else of the driver's but its streams
-                os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+                # The pipe as 3 and the lock as 4 (above both first: either may be 3 or
+                # 4 now), and nothing else of the driver's but its streams.
+                above = [fcntl.fcntl(fd, fcntl.F_DUPFD, 5) for fd in (read_end, lock_fd)]
+                for target, fd in enumerate(above, start=3):
+                    os.dup2(fd, target)
+                os.closerange(5, os.sysconf("SC_OPEN_MAX"))
                 code = serve(socket_path, 3)
             except BaseException:
                 traceback.print_exc()
@@ -438,12 +530,13 @@ def start() -> ForkServer:
         process = subprocess.Popen(
             [sys.executable, "-m", MODULE, str(socket_path)],
             stdin=read_end,
+            pass_fds=(lock_fd,),
             env=os.environ | SINGLE_THREADED_ENV,
         )
         pid, forked = process.pid, False
         process.returncode = 0  # collected by ForkServer.stop, not by Popen
     os.close(read_end)
-    server = ForkServer(pid, write_end, directory, forked)
+    server = ForkServer(pid, write_end, directory, forked, lock_fd)
     atexit.register(server.stop)
     os.environ[SOCKET_ENV] = str(socket_path)
     return server

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spark_apps.fork_client import SOCKET_ENV
-from spark_apps.fork_server import MODULE
+from spark_apps.fork_server import DIRECTORY_PREFIX, MODULE
 from spark_apps.session import SPARK_PYTHON_LAUNCHER
 
 pytestmark = pytest.mark.integration
@@ -80,6 +81,13 @@ def _gone(pid: int, within_s: float = 30) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def _removed(path: Path, within_s: float = 30) -> bool:
+    deadline = time.monotonic() + within_s
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not path.exists()
 
 
 def test_a_process_spark_starts_is_forked_by_the_server_with_spark_s_streams(
@@ -238,17 +246,72 @@ signal.pause()
 """
 
 
-def test_a_killed_driver_s_server_stops_and_removes_its_socket_s_directory() -> None:
-    """SIGKILL gives the driver no exit of its own to clean up at: the server does."""
+def _driver(
+    env: dict[str, str], *, own_group: bool = False
+) -> tuple[subprocess.Popen[str], int, Path]:
+    """A :data:`KILLED_DRIVER` serving: the process, its server's pid, its directory."""
     driver = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER], stdout=subprocess.PIPE,
-                              text=True)  # fmt: skip
+                              text=True, env=env, start_new_session=own_group)  # fmt: skip
     assert driver.stdout is not None
     pid, directory = driver.stdout.readline().split()
-    assert Path(directory).is_dir()
+    return driver, int(pid), Path(directory)
+
+
+def test_a_killed_driver_s_server_stops_and_removes_its_socket_s_directory() -> None:
+    """SIGKILL gives the driver no exit of its own to clean up at: the server does."""
+    driver, pid, directory = _driver(dict(os.environ))
+    assert directory.is_dir()
     driver.kill()
     driver.wait(timeout=30)
-    assert _gone(int(pid))
-    deadline = time.monotonic() + 30
-    while Path(directory).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not Path(directory).exists()
+    assert _gone(pid)
+    assert _removed(directory)
+
+
+def test_a_driver_killed_with_its_server_leaves_a_directory_the_next_start_removes(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL to the whole process group, as supervisors and the chaos tests send it:
+    nothing is left running to clean up, so the next app's start does; a live server's
+    directory, a new one's and anything not a server's stay."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop(SOCKET_ENV, None)
+    live, _live_server, live_directory = _driver(env)
+    killed, killed_server, killed_directory = _driver(env, own_group=True)
+    try:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        assert _gone(killed_server)
+        assert {p.name for p in killed_directory.iterdir()} == {"s", "lock"}
+
+        # From before servers locked their directories: no lock, a socket no one
+        # listens on, an hour old. And one just made (its lock not made yet).
+        legacy = tmp_path / f"{DIRECTORY_PREFIX}legacy"
+        legacy.mkdir(mode=0o700)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+            dead.bind(str(legacy / "s"))
+        hour_ago = time.time() - 3600
+        os.utime(legacy, (hour_ago, hour_ago))
+        new = tmp_path / f"{DIRECTORY_PREFIX}new"
+        new.mkdir(mode=0o700)
+        unrelated = tmp_path / "photon-forks"
+        unrelated.mkdir()
+
+        next_app = subprocess.run([sys.executable, "-c", STARTING_DRIVER], env=env,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert next_app.returncode == 0, next_app.stderr[-3000:]
+        assert not killed_directory.exists()
+        assert not legacy.exists()
+        assert live_directory.is_dir() and (live_directory / "s").exists()
+        assert new.is_dir() and unrelated.is_dir()
+        assert not Path(next_app.stdout.strip()).exists()  # its own, removed as it exited
+    finally:
+        live.terminate()  # SIGTERM: no atexit, so its server cleans up after it
+        live.wait(timeout=30)
+    assert _removed(live_directory)
+
+
+#: A driver that starts its server (which sweeps first) and exits normally.
+STARTING_DRIVER = """
+from spark_apps import fork_server
+print(fork_server.start().directory)
+"""

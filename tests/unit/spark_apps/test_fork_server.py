@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from spark_apps import preloading_daemon
 from spark_apps.fork_client import encode_request
-from spark_apps.fork_server import SERVED, Request, decode_request, preloads, refusal
+from spark_apps.fork_server import (
+    DIRECTORY_PREFIX,
+    LOCK_NAME,
+    SERVED,
+    UNLOCKED_GRACE_S,
+    Request,
+    decode_request,
+    preloads,
+    refusal,
+    remove_stale_directories,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +97,38 @@ def test_the_server_imports_every_served_module_and_the_task_workers_preloads() 
     for module in preloading_daemon.modules_for([preloading_daemon.MODULE]):
         assert module in loaded
     assert "spark_apps.growing_log_source" in loaded
+
+
+def _socket_directory(parent: Path, name: str, *, lock: bool, age_s: float = 0.0) -> Path:
+    directory = parent / f"{DIRECTORY_PREFIX}{name}"
+    directory.mkdir(mode=0o700)
+    if lock:
+        (directory / LOCK_NAME).touch()
+    made = time.time() - age_s
+    os.utime(directory, (made, made))
+    return directory
+
+
+def test_the_sweep_removes_directories_whose_lock_is_free_or_that_have_none_past_the_grace(
+    tmp_path: Path,
+) -> None:
+    free = _socket_directory(tmp_path, "free", lock=True)
+    held = _socket_directory(tmp_path, "held", lock=True)
+    old_unlocked = _socket_directory(tmp_path, "old", lock=False, age_s=UNLOCKED_GRACE_S + 5)
+    new_unlocked = _socket_directory(tmp_path, "new", lock=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / LOCK_NAME).touch()
+    linked = tmp_path / f"{DIRECTORY_PREFIX}link"
+    linked.symlink_to(elsewhere)
+    not_a_directory = tmp_path / f"{DIRECTORY_PREFIX}file"
+    not_a_directory.write_text("")
+    holder = os.open(held / LOCK_NAME, os.O_RDWR)  # as a live driver or server holds it
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        assert sorted(remove_stale_directories(tmp_path)) == sorted([free, old_unlocked])
+    finally:
+        os.close(holder)
+    assert held.is_dir() and new_unlocked.is_dir() and not_a_directory.is_file()
+    assert linked.is_symlink() and (elsewhere / LOCK_NAME).exists()
+    assert remove_stale_directories(tmp_path) == [held]  # its holder gone
