@@ -54,6 +54,7 @@ class GrowingLogWriter:
         directory.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = None
         self._seq = 0
+        self._path = self.directory / log_file_name(name, 0)
         self._size = 0
         seq = self._newest_seq()
         # A crash mid-write can leave a partial last line; appending after it would
@@ -62,7 +63,7 @@ class GrowingLogWriter:
 
     @property
     def current_file(self) -> Path:
-        return self.directory / log_file_name(self.name, self._seq)
+        return self._path
 
     def append(self, line: bytes) -> tuple[Path, int]:
         """Append one line (without its newline); return (file, byte offset of the line)."""
@@ -105,5 +106,7 @@ class GrowingLogWriter:
     def _open(self, seq: int) -> None:
         self.close()
         self._seq = seq
-        self._fd = os.open(self.current_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # Made once a file, not once a line: a Path a line was most of append's CPU.
+        self._path = self.directory / log_file_name(self.name, seq)
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size

@@ -341,7 +341,7 @@ def write(
     """
     cfg = sim.config
     ensure_empty(logs_root, cfg.dcs)
-    manifests = {dc: DcManifest() for dc in cfg.dcs}
+    tallies = {dc: _Tally() for dc in cfg.dcs}
     writers: dict[tuple[str, Stream, str], GrowingLogWriter] = {}
     total = len(sim.deliveries)
     live_until_us = live_until(cfg)
@@ -365,7 +365,7 @@ def write(
                     directory, d.server, max_bytes=cfg.rollover_bytes
                 )
             path, offset = writer.append(d.line)
-            _account(manifests[d.dc], d, path.name, offset)
+            tallies[d.dc].add(d, path, offset)
             if progress is not None and (done % 500 == 0 or done == total):
                 progress(done, total)
     finally:
@@ -378,7 +378,7 @@ def write(
         clicks=sim.clicks,
         expected_joins=sim.expected_joins,
         never_joinable=sim.never_joinable,
-        dcs=manifests,
+        dcs={dc: tally.manifest() for dc, tally in tallies.items()},
         live_start_shift_s=round(max(0.0, start_shift_s), 6),
     )
     tmp = logs_root / (MANIFEST_FILE + ".tmp")
@@ -387,19 +387,49 @@ def write(
     return manifest
 
 
-def _account(m: DcManifest, d: _Delivery, file: str, offset: int) -> None:
-    stats = m.files.setdefault(d.stream.value, {}).setdefault(file, FileStats())
-    stats.bytes += len(d.line) + 1
-    stats.lines += 1
-    if d.malformed is not None:
-        m.malformed.append(
-            MalformedLine(stream=d.stream.value, file=file, offset=offset, kind=d.malformed.value)
+@dataclass(slots=True)
+class _Tally:
+    """A DC's manifest as its lines are written, in plain counters: a pydantic model
+    updated a line at a time validated every assignment (a third of the writer's CPU
+    at 4,000 clicks/s, where it shares the machine with the apps it feeds)."""
+
+    query_lines: int = 0
+    click_lines: int = 0
+    duplicate_click_lines: int = 0
+    malformed: list[MalformedLine] = field(default_factory=list)
+    #: (stream, file) -> [bytes, lines]
+    files: dict[tuple[str, Path], list[int]] = field(default_factory=dict)
+
+    def add(self, d: _Delivery, file: Path, offset: int) -> None:
+        key = (d.stream.value, file)
+        stats = self.files.get(key)
+        if stats is None:
+            stats = self.files[key] = [0, 0]
+        stats[0] += len(d.line) + 1
+        stats[1] += 1
+        if d.malformed is not None:
+            self.malformed.append(
+                MalformedLine(
+                    stream=d.stream.value, file=file.name, offset=offset, kind=d.malformed.value
+                )
+            )
+        elif d.stream is Stream.QUERIES:
+            self.query_lines += 1
+        else:
+            self.click_lines += 1
+            self.duplicate_click_lines += d.duplicate
+
+    def manifest(self) -> DcManifest:
+        files: dict[str, dict[str, FileStats]] = {}
+        for (stream, file), (size, lines) in self.files.items():
+            files.setdefault(stream, {})[file.name] = FileStats(bytes=size, lines=lines)
+        return DcManifest(
+            query_lines=self.query_lines,
+            click_lines=self.click_lines,
+            duplicate_click_lines=self.duplicate_click_lines,
+            malformed=self.malformed,
+            files=files,
         )
-    elif d.stream is Stream.QUERIES:
-        m.query_lines += 1
-    else:
-        m.click_lines += 1
-        m.duplicate_click_lines += d.duplicate
 
 
 def load_manifest(logs_root: Path) -> Manifest:
