@@ -1,9 +1,10 @@
 """Growing-log writer: append-only JSON Lines files that roll over at a size limit.
 
 Files are ``<directory>/<name>.<seq>.log`` with a zero-padded sequence number,
-so sorting names gives the writing order. Each line goes out in a single
-``write`` on an ``O_APPEND`` descriptor, newline included: a line exists once
-its ``\\n`` is written, and a reader never takes the bytes before it for a line.
+so sorting names gives the writing order. Each line goes out whole in a
+single ``write`` on an ``O_APPEND`` descriptor, newline included (with the lines
+after it, for :meth:`GrowingLogWriter.append_many`): a line exists once its
+``\\n`` is written, and a reader never takes the bytes before it for a line.
 
 A writer that is opened again on the same directory and name continues the
 newest file; it never rewrites bytes. A line that would take a non-empty file
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -67,18 +69,40 @@ class GrowingLogWriter:
 
     def append(self, line: bytes) -> tuple[Path, int]:
         """Append one line (without its newline); return (file, byte offset of the line)."""
-        if b"\n" in line:
+        return self.append_many([line])[0]
+
+    def append_many(self, lines: Sequence[bytes]) -> list[tuple[Path, int]]:
+        """Append ``lines`` in order, as :meth:`append` each would (the same files and
+        offsets), with one ``write`` a file rather than one a line: an ad server's
+        writes of a moment at once (a live stream of thousands of lines a second spent
+        most of its CPU in them)."""
+        if any(b"\n" in line for line in lines):
             raise ValueError("a log line must not contain a newline")
-        data = line + b"\n"
-        if self._size > 0 and self._size + len(data) > self.max_bytes:
-            self._open(self._seq + 1)
+        placed: list[tuple[Path, int]] = []
+        pending: list[bytes] = []
+        size = self._size  # the file's, with the pending lines
+        for line in lines:
+            data_size = len(line) + 1
+            if size > 0 and size + data_size > self.max_bytes:
+                self._write(pending)
+                pending = []
+                self._open(self._seq + 1)
+                size = self._size
+            placed.append((self._path, size))
+            pending.append(line)
+            size += data_size
+        self._write(pending)
+        return placed
+
+    def _write(self, lines: list[bytes]) -> None:
+        if not lines:
+            return
         assert self._fd is not None
-        offset = self._size
+        data = b"\n".join(lines) + b"\n"
         written = os.write(self._fd, data)
         if written != len(data):  # a regular file only writes short on a full disk
             raise OSError(f"short write to {self.current_file}: {written} of {len(data)} bytes")
         self._size += written
-        return self.current_file, offset
 
     def close(self) -> None:
         if self._fd is not None:

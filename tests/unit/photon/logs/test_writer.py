@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,33 @@ def test_bad_arguments_are_refused(tmp_path: Path, name: str, max_bytes: int) ->
 def test_a_line_with_a_newline_is_refused(tmp_path: Path) -> None:
     with GrowingLogWriter(tmp_path, "srv", max_bytes=100) as writer, pytest.raises(ValueError):
         writer.append(b"two\nlines")
+
+
+def test_lines_appended_at_once_land_as_appended_one_by_one_with_one_write_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [b"x" * n for n in (9, 4, 14, 9, 40, 2, 9)]  # a line past the limit among them
+    with GrowingLogWriter(tmp_path / "one", "srv", max_bytes=30) as writer:
+        one_by_one = [writer.append(line) for line in lines]
+    writes: list[int] = []
+    real_write = os.write
+
+    def counted(fd: int, data: bytes) -> int:
+        writes.append(fd)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counted)
+    with GrowingLogWriter(tmp_path / "many", "srv", max_bytes=30) as writer:
+        at_once = writer.append_many(lines)
+    assert [(p.name, off) for p, off in at_once] == [(p.name, off) for p, off in one_by_one]
+    files = sorted((tmp_path / "many").iterdir())
+    assert [p.read_bytes() for p in files] == [
+        p.read_bytes() for p in sorted((tmp_path / "one").iterdir())
+    ]
+    assert len(writes) == len(files) == 4
+
+
+def test_lines_appended_at_once_with_a_newline_among_them_write_nothing(tmp_path: Path) -> None:
+    with GrowingLogWriter(tmp_path, "srv", max_bytes=100) as writer, pytest.raises(ValueError):
+        writer.append_many([b"one", b"two\nlines"])
+    assert all(p.stat().st_size == 0 for p in tmp_path.iterdir())
