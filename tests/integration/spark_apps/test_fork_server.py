@@ -276,8 +276,8 @@ def test_a_driver_killed_with_its_server_leaves_a_directory_the_next_start_remov
     env = dict(os.environ, TMPDIR=str(tmp_path))
     env.pop(SOCKET_ENV, None)
     live, _live_server, live_directory = _driver(env)
-    killed, killed_server, killed_directory = _driver(env, own_group=True)
     try:
+        killed, killed_server, killed_directory = _driver(env, own_group=True)
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait(timeout=30)
         assert _gone(killed_server)
