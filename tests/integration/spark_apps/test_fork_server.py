@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from photon.tooling.runs import wait_until
 from spark_apps.fork_client import SOCKET_ENV
 from spark_apps.fork_server import DIRECTORY_PREFIX, MODULE
 from spark_apps.session import SPARK_PYTHON_LAUNCHER
@@ -81,13 +82,6 @@ def _gone(pid: int, within_s: float = 30) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-def _removed(path: Path, within_s: float = 30) -> bool:
-    deadline = time.monotonic() + within_s
-    while path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not path.exists()
 
 
 def test_a_process_spark_starts_is_forked_by_the_server_with_spark_s_streams(
@@ -264,7 +258,7 @@ def test_a_killed_driver_s_server_stops_and_removes_its_socket_s_directory() -> 
     driver.kill()
     driver.wait(timeout=30)
     assert _gone(pid)
-    assert _removed(directory)
+    assert wait_until(lambda: not directory.exists(), 30, 0.05)
 
 
 def test_a_driver_killed_with_its_server_leaves_a_directory_the_next_start_removes(
@@ -307,7 +301,7 @@ def test_a_driver_killed_with_its_server_leaves_a_directory_the_next_start_remov
     finally:
         live.terminate()  # SIGTERM: no atexit, so its server cleans up after it
         live.wait(timeout=30)
-    assert _removed(live_directory)
+    assert wait_until(lambda: not live_directory.exists(), 30, 0.05)
 
 
 #: A driver that starts its server (which sweeps first) and exits normally.
